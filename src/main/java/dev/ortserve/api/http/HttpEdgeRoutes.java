@@ -1,0 +1,119 @@
+package dev.ortserve.api.http;
+
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.error.ErrorEnvelope;
+import dev.ortserve.config.OrtserveConfig;
+import io.vertx.core.http.HttpHeaders;
+import io.vertx.ext.web.Router;
+import io.vertx.ext.web.RoutingContext;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.inject.Inject;
+import org.jboss.logging.Logger;
+import org.jboss.logging.MDC;
+
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.util.List;
+import java.util.UUID;
+import java.util.regex.Pattern;
+
+/**
+ * What happens to every request before JAX-RS sees it: the request id, the API key check and
+ * the body-size limit. They run as Vert.x routes so that a refused request is answered before
+ * its body is read.
+ */
+@ApplicationScoped
+public class HttpEdgeRoutes {
+
+    private static final Logger LOG = Logger.getLogger(HttpEdgeRoutes.class);
+    public static final String REQUEST_ID_HEADER = "x-request-id";
+    public static final String REQUEST_ID_KEY = "requestId";
+    private static final Pattern SAFE_REQUEST_ID = Pattern.compile("[A-Za-z0-9._:\\-]{1,128}");
+
+    @Inject
+    OrtserveConfig config;
+
+    @Inject
+    ErrorEnvelope errors;
+
+    private List<byte[]> keyDigests = List.of();
+
+    void install(@Observes Router router) {
+        keyDigests = config.apiKeys().orElse(List.of()).stream()
+                .map(String::trim).filter(k -> !k.isEmpty()).map(HttpEdgeRoutes::sha256).toList();
+        if (keyDigests.isEmpty()) {
+            LOG.info("No API keys configured: the API is open");
+        } else {
+            LOG.infof("API key authentication on: %d key(s) configured", keyDigests.size());
+        }
+        router.route().order(-1_000).handler(this::edge);
+    }
+
+    private void edge(RoutingContext ctx) {
+        String requestId = ctx.request().getHeader(REQUEST_ID_HEADER);
+        if (requestId == null || !SAFE_REQUEST_ID.matcher(requestId).matches()) {
+            requestId = UUID.randomUUID().toString();
+        }
+        ctx.put(REQUEST_ID_KEY, requestId);
+        ctx.response().putHeader(REQUEST_ID_HEADER, requestId);
+        MDC.put(REQUEST_ID_KEY, requestId);
+
+        String path = ctx.normalizedPath();
+        if (isApiPath(path) && !keyDigests.isEmpty() && !authorized(ctx.request().getHeader(HttpHeaders.AUTHORIZATION))) {
+            reply(ctx, new ApiException(401, "invalid_request_error",
+                    "Incorrect or missing API key. Provide it as 'Authorization: Bearer <key>'.", null, "invalid_api_key"));
+            return;
+        }
+        String length = ctx.request().getHeader(HttpHeaders.CONTENT_LENGTH);
+        if (length != null) {
+            long declared;
+            try {
+                declared = Long.parseLong(length.trim());
+            } catch (NumberFormatException e) {
+                declared = -1;
+            }
+            if (declared > config.maxBodySize().asLongValue()) {
+                reply(ctx, bodyTooLarge());
+                return;
+            }
+        }
+        ctx.next();
+    }
+
+    public ApiException bodyTooLarge() {
+        return new ApiException(413, "invalid_request_error",
+                "Request body exceeds the limit of " + config.maxBodySize().asLongValue() + " bytes.", null, "request_too_large");
+    }
+
+    private void reply(RoutingContext ctx, ApiException e) {
+        // The body is never read: close the connection after answering so unread bytes do not linger.
+        ctx.response().putHeader(HttpHeaders.CONNECTION, "close");
+        errors.write(ctx.response(), e);
+    }
+
+    static boolean isApiPath(String path) {
+        return path.startsWith("/v1/") || path.equals("/v1") || path.equals("/tokenize") || path.equals("/detokenize");
+    }
+
+    private boolean authorized(String header) {
+        if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
+            return false;
+        }
+        byte[] presented = sha256(header.substring(7).trim());
+        boolean match = false;
+        for (byte[] key : keyDigests) {
+            // Compare digests in constant time and look at every key, so timing tells nothing.
+            match |= MessageDigest.isEqual(presented, key);
+        }
+        return match;
+    }
+
+    private static byte[] sha256(String s) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(s.getBytes(StandardCharsets.UTF_8));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+}

@@ -1,0 +1,96 @@
+package dev.ortserve.config;
+
+import io.quarkus.runtime.configuration.MemorySize;
+import io.smallrye.config.ConfigMapping;
+import io.smallrye.config.WithDefault;
+import io.smallrye.config.WithName;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.OptionalInt;
+
+/**
+ * The one typed configuration mapping of ortserve. Every key is documented in
+ * docs/configuration.md; the environment-variable form is the upper-cased key with
+ * dots and dashes replaced by underscores (ortserve.model-path = ORTSERVE_MODEL_PATH).
+ */
+@ConfigMapping(prefix = "ortserve")
+public interface OrtserveConfig {
+
+    /** Directory of the decoder model to serve; unset = the generated demo model. */
+    Optional<Path> modelPath();
+
+    /** Model id reported by /v1/models and required in requests; default: the model directory's name. */
+    Optional<String> modelName();
+
+    /** Where generated models (the demo model) are cached. */
+    @WithDefault("${user.home}/.cache/ortserve/models")
+    Path modelCacheDir();
+
+    /** Directory of a sentence-transformers ONNX export; unset = the bundled all-MiniLM-L6-v2 (quantized). */
+    Optional<Path> embeddingModelPath();
+
+    /** Model id of the embedding model; default: the directory's name, or all-minilm-l6-v2-q for the bundled one. */
+    Optional<String> embeddingModelName();
+
+    /** cpu (default) or cuda; cuda needs the onnxruntime_gpu build (Maven profile -Pcuda). */
+    @WithDefault("cpu")
+    ExecutionProvider executionProvider();
+
+    /** CUDA device id when execution-provider is cuda. */
+    @WithDefault("0")
+    int cudaDeviceId();
+
+    /** ONNX Runtime intra-op threads; unset = the processors available to the JVM. */
+    OptionalInt intraOpThreads();
+
+    /** Comma-separated API keys; none configured = open server. */
+    Optional<List<String>> apiKeys();
+
+    /** Largest accepted request body; larger bodies get 413 before they are read. */
+    @WithDefault("8M")
+    MemorySize maxBodySize();
+
+    /** Conversation store for the Responses API. */
+    @WithDefault("memory")
+    StoreKind store();
+
+    /** How long a stored response lives (refreshed on every write that touches it). */
+    @WithDefault("24h")
+    Duration storeTtl();
+
+    /** Largest serialized stored response; a larger one is not stored (400 when store=true was asked). */
+    @WithDefault("1048576")
+    int storeMaxRecordBytes();
+
+    /** Engine limits. */
+    Engine engine();
+
+    interface Engine {
+        /** Sequences decoded together in one batch. */
+        @WithDefault("16")
+        int maxSequences();
+
+        /** Requests waiting for a batch slot; beyond this, 429. */
+        @WithDefault("64")
+        int queueCapacity();
+
+        /** Prompt tokens prefilled per engine step, so long prompts do not freeze running streams. */
+        @WithDefault("256")
+        int prefillChunkTokens();
+
+        /** Context length override; unset = the model's own. */
+        OptionalInt maxModelLen();
+
+        /** Largest `n` accepted per request. */
+        @WithDefault("16")
+        @WithName("max-n")
+        int maxN();
+    }
+
+    enum ExecutionProvider { cpu, cuda }
+
+    enum StoreKind { memory, redis }
+}
