@@ -138,7 +138,7 @@ public class ApiExceptionMappers {
             LOG.error("Request failed", e);
             return errors.toResponse(new ApiException(status, "server_error", "The server had an error while processing your request.", null, null));
         }
-        Response.Status.StatusType type = Response.Status.fromStatusCode(status);
+        Response.StatusType type = Response.Status.fromStatusCode(status);
         String reason = type == null ? "Request failed" : type.getReasonPhrase();
         return errors.toResponse(new ApiException(status, "invalid_request_error", reason + ".", null, null));
     }

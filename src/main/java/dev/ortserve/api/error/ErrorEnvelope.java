@@ -3,7 +3,7 @@ package dev.ortserve.api.error;
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.api.model.ErrorResponse;
-import dev.ortserve.api.model.ModelError;
+import dev.ortserve.api.model.Error;
 import io.vertx.core.http.HttpHeaders;
 import io.vertx.core.http.HttpServerResponse;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -19,7 +19,7 @@ public class ErrorEnvelope {
     ObjectMapper mapper;
 
     public ErrorResponse body(ApiException e) {
-        return new ErrorResponse().error(new ModelError()
+        return new ErrorResponse().error(new Error()
                 .message(e.getMessage())
                 .type(e.type())
                 .param(e.param())

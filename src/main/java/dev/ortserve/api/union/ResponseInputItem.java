@@ -1,0 +1,51 @@
+package dev.ortserve.api.union;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.databind.DeserializationContext;
+import com.fasterxml.jackson.databind.JsonDeserializer;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
+import dev.ortserve.api.model.ResponseFunctionCallItem;
+import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.api.model.ResponseInputMessage;
+import dev.ortserve.api.model.ResponseItemReference;
+import dev.ortserve.api.model.ResponseReasoningItem;
+
+import java.io.IOException;
+
+/** A Responses input item, discriminated by `type`; messages may omit it (it defaults to `message`). */
+@JsonDeserialize(using = ResponseInputItem.Reader.class)
+public final class ResponseInputItem extends OneOf {
+
+    public ResponseInputItem(Object value) {
+        super(value);
+    }
+
+    public static final class Reader extends JsonDeserializer<ResponseInputItem> {
+        @Override
+        public ResponseInputItem deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
+            JsonNode node = UnionReader.tree(p, ctxt);
+            if (!node.isObject()) {
+                return UnionReader.fail(ctxt, ResponseInputItem.class, "each input item must be an object, got " + UnionReader.kind(node));
+            }
+            JsonNode type = node.get("type");
+            if (type != null && !type.isTextual()) {
+                return UnionReader.fail(ctxt, ResponseInputItem.class, "'type' must be a string");
+            }
+            String t = type == null ? "message" : type.textValue();
+            Class<?> member = switch (t) {
+                case "message" -> ResponseInputMessage.class;
+                case "function_call" -> ResponseFunctionCallItem.class;
+                case "function_call_output" -> ResponseFunctionCallOutputItem.class;
+                case "reasoning" -> ResponseReasoningItem.class;
+                case "item_reference" -> ResponseItemReference.class;
+                default -> null;
+            };
+            if (member == null) {
+                return UnionReader.fail(ctxt, ResponseInputItem.class, "unsupported input item type '" + t
+                        + "' (supported: message, function_call, function_call_output, reasoning, item_reference)");
+            }
+            return new ResponseInputItem(UnionReader.value(ctxt, node, member));
+        }
+    }
+}

@@ -1,0 +1,43 @@
+package dev.ortserve.api.union;
+
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.databind.DeserializationContext;
+import com.fasterxml.jackson.databind.JsonDeserializer;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
+import dev.ortserve.api.model.ResponseFunctionCallItem;
+import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.api.model.ResponseInputMessage;
+import dev.ortserve.api.model.ResponseOutputMessage;
+import dev.ortserve.api.model.ResponseReasoningItem;
+
+import java.io.IOException;
+
+/** An item as listed by input_items: any input or output item, always with its id. */
+@JsonDeserialize(using = ResponseStoredItem.Reader.class)
+public final class ResponseStoredItem extends OneOf {
+
+    public ResponseStoredItem(Object value) {
+        super(value);
+    }
+
+    public static final class Reader extends JsonDeserializer<ResponseStoredItem> {
+        @Override
+        public ResponseStoredItem deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
+            JsonNode node = UnionReader.tree(p, ctxt);
+            String type = node.path("type").asText("message");
+            Class<?> member = switch (type) {
+                case "message" -> "assistant".equals(node.path("role").asText()) && node.path("content").isArray()
+                        && node.has("status") ? ResponseOutputMessage.class : ResponseInputMessage.class;
+                case "function_call" -> ResponseFunctionCallItem.class;
+                case "function_call_output" -> ResponseFunctionCallOutputItem.class;
+                case "reasoning" -> ResponseReasoningItem.class;
+                default -> null;
+            };
+            if (member == null) {
+                return UnionReader.fail(ctxt, ResponseStoredItem.class, "unknown item type '" + type + "'");
+            }
+            return new ResponseStoredItem(UnionReader.value(ctxt, node, member));
+        }
+    }
+}
