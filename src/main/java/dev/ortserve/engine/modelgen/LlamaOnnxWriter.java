@@ -1,0 +1,235 @@
+package dev.ortserve.engine.modelgen;
+
+import ai.onnx.proto.OnnxMl;
+import ai.onnx.proto.OnnxMl.AttributeProto;
+import ai.onnx.proto.OnnxMl.GraphProto;
+import ai.onnx.proto.OnnxMl.NodeProto;
+import ai.onnx.proto.OnnxMl.TensorProto;
+import ai.onnx.proto.OnnxMl.TensorShapeProto;
+import ai.onnx.proto.OnnxMl.TypeProto;
+import ai.onnx.proto.OnnxMl.ValueInfoProto;
+import com.google.protobuf.ByteString;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.SplittableRandom;
+
+/**
+ * Builds a LLaMA-style decoder (RMSNorm, grouped-query attention with rotary positions, KV
+ * cache, SwiGLU) as an ONNX graph with exactly the Hugging Face Optimum decoder-with-past
+ * interface, from standard opset-17 operators. Weights are seeded normal(0, 0.02).
+ *
+ * Attention keeps the grouped-query layout instead of repeating K/V: queries are reshaped to
+ * [batch, kv_heads, group, seq, head_dim] and MatMul broadcasts keys and values over the group.
+ * Masks use a finite large negative, so left-padded rows never turn into NaN.
+ */
+final class LlamaOnnxWriter {
+
+    private static final float NEG = -1.0e9f;
+    private static final float RMS_EPS = 1e-6f;
+    static final double ROPE_THETA = 10000.0;
+
+    private final ModelSize size;
+    private final SplittableRandom random;
+    private final GraphProto.Builder graph = GraphProto.newBuilder().setName("ortserve-llama");
+    private int counter;
+
+    LlamaOnnxWriter(ModelSize size, long seed) {
+        this.size = size;
+        this.random = new SplittableRandom(seed);
+    }
+
+    OnnxMl.ModelProto build() {
+        int h = size.hiddenSize, d = size.headDim(), kv = size.kvHeads, group = size.heads / size.kvHeads;
+        graph.addInput(input("input_ids", TensorProto.DataType.INT64_VALUE, "batch_size", "sequence_length"));
+        graph.addInput(input("attention_mask", TensorProto.DataType.INT64_VALUE, "batch_size", "total_sequence_length"));
+        graph.addInput(input("position_ids", TensorProto.DataType.INT64_VALUE, "batch_size", "sequence_length"));
+        for (int l = 0; l < size.layers; l++) {
+            graph.addInput(input("past_key_values." + l + ".key", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "past_sequence_length", String.valueOf(d)));
+            graph.addInput(input("past_key_values." + l + ".value", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "past_sequence_length", String.valueOf(d)));
+        }
+        graph.addOutput(input("logits", TensorProto.DataType.FLOAT_VALUE, "batch_size", "sequence_length", String.valueOf(size.vocabSize)));
+        for (int l = 0; l < size.layers; l++) {
+            graph.addOutput(input("present." + l + ".key", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "total_sequence_length", String.valueOf(d)));
+            graph.addOutput(input("present." + l + ".value", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "total_sequence_length", String.valueOf(d)));
+        }
+
+        // constants
+        String zeroF = constF("zero_f", 0f), negF = constF("neg_f", NEG), oneF = constF("one_f", 1f);
+        String epsF = constF("eps_f", RMS_EPS), scaleF = constF("scale_f", (float) (1.0 / Math.sqrt(d)));
+        String zeroI = constI("zero_i", 0L), oneI = constI("one_i", 1L);
+        String qShape = constIs("q_shape", 0, 0, kv, group, d), kvShape = constIs("kv_shape", 0, 0, kv, d);
+        String outShape = constIs("out_shape", 0, 0, (long) size.heads * d);
+
+        // positions and masks
+        String s = node("Gather", "seq_len", a -> a.addAttribute(attr("axis", 0)), node("Shape", "ids_shape", null, "input_ids"), oneI);
+        String t = node("Gather", "total_len", a -> a.addAttribute(attr("axis", 0)), node("Shape", "mask_shape", null, "attention_mask"), oneI);
+        String p = node("Sub", "past_len", null, t, s);
+        String keyIdx = node("Range", "key_idx", null, zeroI, t, oneI);
+        String qIdx = node("Unsqueeze", "q_idx_col", null, node("Range", "q_idx", null, p, t, oneI), constIs("ax1", 1));
+        String causal = node("Where", "causal_bias", null, node("LessOrEqual", "causal_ok", null, keyIdx, qIdx), zeroF, negF);
+        String causal5 = node("Unsqueeze", "causal5", null, causal, constIs("ax012", 0, 1, 2));
+        String maskF = node("Cast", "mask_f", a -> a.addAttribute(attr("to", TensorProto.DataType.FLOAT_VALUE)), "attention_mask");
+        String padBias = node("Mul", "pad_bias", null, node("Sub", "mask_inv", null, oneF, maskF), negF);
+        String pad5 = node("Unsqueeze", "pad5", null, padBias, constIs("ax123", 1, 2, 3));
+        String bias = node("Add", "attn_bias", null, pad5, causal5);
+
+        float[][] rope = ropeTables(d, size.maxPositions);
+        String cosTable = init("rope_cos", rope[0], size.maxPositions, d);
+        String sinTable = init("rope_sin", rope[1], size.maxPositions, d);
+        String cos = node("Gather", "cos", null, cosTable, "position_ids");
+        String sin = node("Gather", "sin", null, sinTable, "position_ids");
+        String cos4 = node("Unsqueeze", "cos4", null, cos, constIs("ax1b", 1));
+        String sin4 = node("Unsqueeze", "sin4", null, sin, constIs("ax1c", 1));
+        String cos5 = node("Unsqueeze", "cos5", null, cos, constIs("ax12", 1, 2));
+        String sin5 = node("Unsqueeze", "sin5", null, sin, constIs("ax12b", 1, 2));
+
+        String x = node("Gather", "embed", null, init("embed_tokens", normal(size.vocabSize * h, 0.02f), size.vocabSize, h), "input_ids");
+        for (int l = 0; l < size.layers; l++) {
+            String pre = "l" + l + ".";
+            String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
+            String q = node("Reshape", pre + "q5", null, matmul(pre + "q", hIn, h, size.heads * d), qShape);
+            q = node("Transpose", pre + "q5t", a -> a.addAttribute(ints("perm", 0, 2, 3, 1, 4)), q);
+            String k = node("Reshape", pre + "k4", null, matmul(pre + "k", hIn, h, kv * d), kvShape);
+            k = node("Transpose", pre + "k4t", a -> a.addAttribute(ints("perm", 0, 2, 1, 3)), k);
+            String v = node("Reshape", pre + "v4", null, matmul(pre + "v", hIn, h, kv * d), kvShape);
+            v = node("Transpose", pre + "v4t", a -> a.addAttribute(ints("perm", 0, 2, 1, 3)), v);
+            q = rotary(pre + "q_rope", q, cos5, sin5);
+            k = rotary(pre + "k_rope", k, cos4, sin4);
+            node("Concat", "present." + l + ".key", a -> a.addAttribute(attr("axis", 2)), "past_key_values." + l + ".key", k);
+            node("Concat", "present." + l + ".value", a -> a.addAttribute(attr("axis", 2)), "past_key_values." + l + ".value", v);
+            String k5 = node("Unsqueeze", pre + "k5", null, "present." + l + ".key", constIs(pre + "ax2", 2));
+            String v5 = node("Unsqueeze", pre + "v5", null, "present." + l + ".value", constIs(pre + "ax2v", 2));
+            String kT = node("Transpose", pre + "kT", a -> a.addAttribute(ints("perm", 0, 1, 2, 4, 3)), k5);
+            String scores = node("Add", pre + "scores", null, node("Mul", pre + "scaled", null, node("MatMul", pre + "qk", null, q, kT), scaleF), bias);
+            String probs = node("Softmax", pre + "probs", a -> a.addAttribute(attr("axis", -1)), scores);
+            String ctx = node("MatMul", pre + "ctx", null, probs, v5);
+            ctx = node("Transpose", pre + "ctx_t", a -> a.addAttribute(ints("perm", 0, 3, 1, 2, 4)), ctx);
+            ctx = node("Reshape", pre + "ctx_flat", null, ctx, outShape);
+            x = node("Add", pre + "attn_res", null, x, matmul(pre + "o", ctx, size.heads * d, h));
+            String h2 = rmsNorm(pre + "post_norm", x, epsF, h);
+            String gate = matmul(pre + "gate", h2, h, size.intermediateSize);
+            String up = matmul(pre + "up", h2, h, size.intermediateSize);
+            String act = node("Mul", pre + "swiglu", null, node("Mul", pre + "silu", null, gate, node("Sigmoid", pre + "sig", null, gate)), up);
+            x = node("Add", pre + "mlp_res", null, x, matmul(pre + "down", act, size.intermediateSize, h));
+        }
+        String last = rmsNorm("final_norm", x, epsF, h);
+        graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
+                .addInput(init("lm_head.weight", normal(h * size.vocabSize, 0.02f), h, size.vocabSize)).addOutput("logits"));
+        return OnnxMl.ModelProto.newBuilder()
+                .setIrVersion(8)
+                .setProducerName("ortserve-modelgen")
+                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
+                .setGraph(graph)
+                .build();
+    }
+
+    private String rmsNorm(String name, String x, String eps, int h) {
+        String sq = node("Mul", name + ".sq", null, x, x);
+        String mean = node("ReduceMean", name + ".mean", a -> a.addAttribute(ints("axes", -1)).addAttribute(attr("keepdims", 1)), sq);
+        String inv = node("Reciprocal", name + ".inv", null, node("Sqrt", name + ".rms", null, node("Add", name + ".eps", null, mean, eps)));
+        float[] ones = new float[h];
+        java.util.Arrays.fill(ones, 1f);
+        return node("Mul", name + ".out", null, node("Mul", name + ".normed", null, x, inv), init(name + ".weight", ones, h));
+    }
+
+    private String rotary(String name, String x, String cos, String sin) {
+        NodeProto.Builder split = NodeProto.newBuilder().setOpType("Split").setName(name + ".split").addInput(x)
+                .addOutput(name + ".x1").addOutput(name + ".x2").addAttribute(attr("axis", -1));
+        graph.addNode(split);
+        String rotated = node("Concat", name + ".rot", a -> a.addAttribute(attr("axis", -1)),
+                node("Neg", name + ".neg", null, name + ".x2"), name + ".x1");
+        return node("Add", name + ".out", null, node("Mul", name + ".c", null, x, cos), node("Mul", name + ".s", null, rotated, sin));
+    }
+
+    private String matmul(String name, String x, int in, int out) {
+        return node("MatMul", name + ".proj", null, x, init(name + ".weight", normal(in * out, 0.02f), in, out));
+    }
+
+    static float[][] ropeTables(int d, int maxPositions) {
+        float[] cos = new float[maxPositions * d], sin = new float[maxPositions * d];
+        int half = d / 2;
+        for (int pos = 0; pos < maxPositions; pos++) {
+            for (int i = 0; i < half; i++) {
+                double invFreq = 1.0 / Math.pow(ROPE_THETA, (2.0 * i) / d);
+                double angle = pos * invFreq;
+                float c = (float) Math.cos(angle), s = (float) Math.sin(angle);
+                cos[pos * d + i] = c;
+                cos[pos * d + half + i] = c;
+                sin[pos * d + i] = s;
+                sin[pos * d + half + i] = s;
+            }
+        }
+        return new float[][] {cos, sin};
+    }
+
+    private float[] normal(int n, float std) {
+        float[] out = new float[n];
+        for (int i = 0; i < n; i += 2) {
+            // Box-Muller on the seeded generator: deterministic for a given seed
+            double u1 = Math.max(random.nextDouble(), 1e-12), u2 = random.nextDouble();
+            double r = Math.sqrt(-2 * Math.log(u1));
+            out[i] = (float) (r * Math.cos(2 * Math.PI * u2) * std);
+            if (i + 1 < n) out[i + 1] = (float) (r * Math.sin(2 * Math.PI * u2) * std);
+        }
+        return out;
+    }
+
+    private String init(String name, float[] values, long... dims) {
+        ByteBuffer bytes = ByteBuffer.allocate(values.length * 4).order(ByteOrder.LITTLE_ENDIAN);
+        bytes.asFloatBuffer().put(values);
+        TensorProto.Builder t = TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.FLOAT_VALUE)
+                .setRawData(ByteString.copyFrom(bytes.array()));
+        for (long dim : dims) t.addDims(dim);
+        graph.addInitializer(t);
+        return name;
+    }
+
+    private String constF(String name, float value) {
+        graph.addInitializer(TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.FLOAT_VALUE).addFloatData(value));
+        return name;
+    }
+
+    private String constI(String name, long value) {
+        graph.addInitializer(TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.INT64_VALUE).addInt64Data(value));
+        return name;
+    }
+
+    private String constIs(String name, long... values) {
+        TensorProto.Builder t = TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.INT64_VALUE).addDims(values.length);
+        for (long v : values) t.addInt64Data(v);
+        graph.addInitializer(t);
+        return name;
+    }
+
+    private String node(String op, String output, java.util.function.Consumer<NodeProto.Builder> attrs, String... inputs) {
+        NodeProto.Builder n = NodeProto.newBuilder().setOpType(op).setName(output + "#" + (counter++)).addOutput(output);
+        for (String in : inputs) n.addInput(in);
+        if (attrs != null) attrs.accept(n);
+        graph.addNode(n);
+        return output;
+    }
+
+    private static AttributeProto attr(String name, long value) {
+        return AttributeProto.newBuilder().setName(name).setType(AttributeProto.AttributeType.INT).setI(value).build();
+    }
+
+    private static AttributeProto ints(String name, long... values) {
+        AttributeProto.Builder a = AttributeProto.newBuilder().setName(name).setType(AttributeProto.AttributeType.INTS);
+        for (long v : values) a.addInts(v);
+        return a.build();
+    }
+
+    private static ValueInfoProto input(String name, int elemType, String... dims) {
+        TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
+        for (String dim : dims) {
+            TensorShapeProto.Dimension.Builder b = TensorShapeProto.Dimension.newBuilder();
+            if (dim.chars().allMatch(Character::isDigit)) b.setDimValue(Long.parseLong(dim));
+            else b.setDimParam(dim);
+            shape.addDim(b);
+        }
+        return ValueInfoProto.newBuilder().setName(name)
+                .setType(TypeProto.newBuilder().setTensorType(TypeProto.Tensor.newBuilder().setElemType(elemType).setShape(shape)))
+                .build();
+    }
+}
