@@ -1,0 +1,52 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.OnnxJavaType;
+
+import java.util.List;
+import java.util.Set;
+
+/**
+ * What the engine must know of a decoder: tensor names, cache geometry, vocabulary, context,
+ * end-of-sequence ids and the model's default sampling.
+ */
+public record DecoderSpec(ModelLayout layout, String inputIds, String attentionMask, String positionIds,
+                          String useCacheBranch, String pastKeyFormat, String pastValueFormat,
+                          String logits, String presentKeyFormat, String presentValueFormat,
+                          int layers, int kvHeads, int headDim, int vocabSize, int maxModelLen,
+                          OnnxJavaType kvType, Set<Integer> eosIds, Integer bosId, Defaults defaults) {
+
+    /** generation_config.json's sampling values, used where a request leaves them out. */
+    public record Defaults(Double temperature, Double topP, Integer topK, Double repetitionPenalty) {
+        public static final Defaults NONE = new Defaults(null, null, null, null);
+    }
+
+    public String pastKey(int layer) {
+        return String.format(pastKeyFormat, layer);
+    }
+
+    public String pastValue(int layer) {
+        return String.format(pastValueFormat, layer);
+    }
+
+    public String presentKey(int layer) {
+        return String.format(presentKeyFormat, layer);
+    }
+
+    public String presentValue(int layer) {
+        return String.format(presentValueFormat, layer);
+    }
+
+    public List<String> outputNames() {
+        java.util.ArrayList<String> names = new java.util.ArrayList<>();
+        names.add(logits);
+        for (int l = 0; l < layers; l++) {
+            names.add(presentKey(l));
+            names.add(presentValue(l));
+        }
+        return names;
+    }
+
+    public int kvElementBytes() {
+        return kvType == OnnxJavaType.FLOAT16 || kvType == OnnxJavaType.BFLOAT16 ? 2 : 4;
+    }
+}

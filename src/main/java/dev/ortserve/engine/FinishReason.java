@@ -1,0 +1,3 @@
+package dev.ortserve.engine;
+
+public enum FinishReason { STOP, LENGTH, CANCELLED, ERROR }

@@ -1,0 +1,47 @@
+package dev.ortserve.engine;
+
+import java.util.Arrays;
+
+/**
+ * Turns a growing list of token ids into text deltas that are final: never half a UTF-8
+ * character (a trailing U+FFFD means the bytes are incomplete), never text a later token could
+ * rewrite. Decodes a small window (prefix offset to the end) rather than the whole sequence, and
+ * starts with a few prompt tokens as context so tokenizers that strip a leading space
+ * (SentencePiece) decode the first generated token as they would mid-text.
+ */
+public final class IncrementalDetokenizer {
+
+    private static final int CONTEXT_TOKENS = 6;
+
+    private final TextTokenizer tokenizer;
+    private final boolean skipSpecialTokens;
+    private int[] ids;
+    private int size;
+    private int prefixOffset;
+    private int readOffset;
+
+    public IncrementalDetokenizer(TextTokenizer tokenizer, int[] promptIds, boolean skipSpecialTokens) {
+        this.tokenizer = tokenizer;
+        this.skipSpecialTokens = skipSpecialTokens;
+        int context = Math.min(CONTEXT_TOKENS, promptIds.length);
+        this.ids = Arrays.copyOfRange(promptIds, promptIds.length - context, promptIds.length + 16);
+        this.size = context;
+        this.prefixOffset = 0;
+        this.readOffset = context;
+    }
+
+    /** Adds a token and returns the text that became final (possibly empty). */
+    public String add(int tokenId) {
+        if (size == ids.length) ids = Arrays.copyOf(ids, ids.length * 2);
+        ids[size++] = tokenId;
+        String prefix = prefixOffset == readOffset ? "" : tokenizer.decode(ids, prefixOffset, readOffset, skipSpecialTokens);
+        String full = tokenizer.decode(ids, prefixOffset, size, skipSpecialTokens);
+        if (full.length() > prefix.length() && !full.endsWith("\uFFFD") && full.startsWith(prefix)) {
+            String delta = full.substring(prefix.length());
+            prefixOffset = readOffset;
+            readOffset = size;
+            return delta;
+        }
+        return "";
+    }
+}

@@ -1,0 +1,275 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.NodeInfo;
+import ai.onnxruntime.OnnxJavaType;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtException;
+import ai.onnxruntime.OrtSession;
+import ai.onnxruntime.TensorInfo;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.jboss.logging.Logger;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Loads a decoder model directory: a Hugging Face Optimum / transformers.js export or an
+ * onnxruntime-genai model-builder directory. Every problem is a {@link ModelLoadException}
+ * naming the directory, file and field.
+ */
+public final class ModelLoader {
+
+    private static final Logger LOG = Logger.getLogger(ModelLoader.class);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    static final List<String> OPTIMUM_MODEL_FILES = List.of("model.onnx", "onnx/model.onnx", "decoder_model_merged.onnx",
+            "onnx/decoder_model_merged.onnx", "onnx/model_fp16.onnx", "onnx/model_quantized.onnx", "onnx/model_q4.onnx",
+            "onnx/model_int8.onnx", "onnx/model_uint8.onnx", "onnx/model_q4f16.onnx", "onnx/model_bnb4.onnx");
+
+    private ModelLoader() {
+    }
+
+    public static LoadedModel load(Path dir, EngineOptions options) {
+        long start = System.nanoTime();
+        if (!Files.isDirectory(dir)) {
+            throw new ModelLoadException("Model directory " + dir + " does not exist or is not a directory");
+        }
+        Path tokenizerFile = dir.resolve("tokenizer.json");
+        if (!Files.isRegularFile(tokenizerFile)) {
+            throw new ModelLoadException("Model directory " + dir + " has no tokenizer.json (the Hugging Face tokenizer is required)");
+        }
+        boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
+        Path modelFile = genai ? genaiModelFile(dir) : optimumModelFile(dir);
+        OrtEnvironment env = OrtEnvironment.getEnvironment();
+        OrtSession session = createSession(env, modelFile, options);
+        try {
+            DecoderSpec spec = genai ? genaiSpec(dir, session, options) : optimumSpec(dir, session, options);
+            TextTokenizer tokenizer;
+            try {
+                tokenizer = TextTokenizer.load(tokenizerFile);
+            } catch (Exception e) {
+                throw new ModelLoadException("Cannot read " + tokenizerFile + ": " + e.getMessage(), e);
+            }
+            String template = chatTemplate(dir);
+            LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, in %d ms",
+                    spec.layout(), dir, dir.relativize(modelFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
+                    spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(), (System.nanoTime() - start) / 1_000_000);
+            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template);
+        } catch (RuntimeException e) {
+            try {
+                session.close();
+            } catch (OrtException ignored) {
+                // the load already failed; report that failure
+            }
+            throw e;
+        }
+    }
+
+    static OrtSession createSession(OrtEnvironment env, Path modelFile, EngineOptions options) {
+        try {
+            OrtSession.SessionOptions so = new OrtSession.SessionOptions();
+            so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
+            so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
+            so.setInterOpNumThreads(1);
+            switch (options.executionProvider()) {
+                case "cpu" -> { }
+                case "cuda" -> {
+                    try {
+                        so.addCUDA(options.cudaDeviceId());
+                    } catch (OrtException | UnsatisfiedLinkError e) {
+                        throw new ModelLoadException("ORTSERVE_EXECUTION_PROVIDER=cuda, but the CUDA execution provider cannot be loaded: "
+                                + e.getMessage() + ". Build with the GPU ONNX Runtime (./mvnw -Pcuda, artifact onnxruntime_gpu) and run on a host "
+                                + "with an NVIDIA GPU, CUDA 12 and cuDNN 9.", e);
+                    }
+                }
+                default -> throw new ModelLoadException("Unknown execution provider '" + options.executionProvider() + "' (valid: cpu, cuda)");
+            }
+            return env.createSession(modelFile.toString(), so);
+        } catch (OrtException e) {
+            throw new ModelLoadException("ONNX Runtime cannot load " + modelFile + ": " + e.getMessage(), e);
+        }
+    }
+
+    private static Path optimumModelFile(Path dir) {
+        for (String candidate : OPTIMUM_MODEL_FILES) {
+            Path p = dir.resolve(candidate);
+            if (Files.isRegularFile(p)) return p;
+        }
+        throw new ModelLoadException("Model directory " + dir + " has no ONNX model file (looked for " + String.join(", ", OPTIMUM_MODEL_FILES) + ")");
+    }
+
+    private static Path genaiModelFile(Path dir) {
+        JsonNode decoder = readJson(dir.resolve("genai_config.json")).path("model").path("decoder");
+        String name = decoder.path("filename").asText("model.onnx");
+        Path p = dir.resolve(name);
+        if (!Files.isRegularFile(p)) {
+            throw new ModelLoadException(dir.resolve("genai_config.json") + " names model.decoder.filename '" + name + "', which does not exist");
+        }
+        return p;
+    }
+
+    private static DecoderSpec optimumSpec(Path dir, OrtSession session, EngineOptions options) {
+        Path configFile = dir.resolve("config.json");
+        if (!Files.isRegularFile(configFile)) {
+            throw new ModelLoadException("Model directory " + dir + " has no config.json");
+        }
+        JsonNode config = readJson(configFile);
+        JsonNode text = config.has("text_config") ? config.get("text_config") : config;
+        int layers = requiredInt(text, "num_hidden_layers", configFile);
+        int heads = requiredInt(text, "num_attention_heads", configFile);
+        int kvHeads = text.has("num_key_value_heads") ? text.get("num_key_value_heads").asInt() : heads;
+        int headDim = text.has("head_dim") && text.get("head_dim").isInt() ? text.get("head_dim").asInt()
+                : requiredInt(text, "hidden_size", configFile) / heads;
+        int vocab = requiredInt(text, "vocab_size", configFile);
+        int context = text.has("max_position_embeddings") ? text.get("max_position_embeddings").asInt() : 2048;
+        Path genFile = dir.resolve("generation_config.json");
+        JsonNode generation = Files.isRegularFile(genFile) ? readJson(genFile) : JSON.createObjectNode();
+        Set<Integer> eos = ids(generation.get("eos_token_id"));
+        if (eos.isEmpty()) eos = ids(text.get("eos_token_id"));
+        if (eos.isEmpty()) eos = ids(config.get("eos_token_id"));
+        Integer bos = generation.has("bos_token_id") ? Integer.valueOf(generation.get("bos_token_id").asInt())
+                : text.has("bos_token_id") && text.get("bos_token_id").isInt() ? text.get("bos_token_id").asInt() : null;
+        DecoderSpec.Defaults defaults = generation.path("do_sample").asBoolean(false)
+                ? new DecoderSpec.Defaults(optDouble(generation, "temperature"), optDouble(generation, "top_p"),
+                        generation.has("top_k") ? generation.get("top_k").asInt() : null, optDouble(generation, "repetition_penalty"))
+                : new DecoderSpec.Defaults(null, null, null, optDouble(generation, "repetition_penalty"));
+        return checked(new DecoderSpec(ModelLayout.OPTIMUM, "input_ids", "attention_mask", "position_ids", "use_cache_branch",
+                "past_key_values.%d.key", "past_key_values.%d.value", "logits", "present.%d.key", "present.%d.value",
+                layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, eos, bos, defaults), session, configFile);
+    }
+
+    private static DecoderSpec genaiSpec(Path dir, OrtSession session, EngineOptions options) {
+        Path configFile = dir.resolve("genai_config.json");
+        JsonNode model = readJson(configFile).path("model");
+        JsonNode decoder = model.path("decoder");
+        JsonNode inputs = decoder.path("inputs");
+        JsonNode outputs = decoder.path("outputs");
+        int layers = requiredInt(decoder, "num_hidden_layers", configFile);
+        int heads = requiredInt(decoder, "num_attention_heads", configFile);
+        int kvHeads = decoder.has("num_key_value_heads") ? decoder.get("num_key_value_heads").asInt() : heads;
+        int headDim = decoder.has("head_size") ? decoder.get("head_size").asInt() : requiredInt(decoder, "hidden_size", configFile) / heads;
+        int vocab = requiredInt(model, "vocab_size", configFile);
+        int context = model.path("context_length").asInt(2048);
+        JsonNode search = readJson(configFile).path("search");
+        DecoderSpec.Defaults defaults = search.path("do_sample").asBoolean(false)
+                ? new DecoderSpec.Defaults(optDouble(search, "temperature"), optDouble(search, "top_p"),
+                        search.has("top_k") ? search.get("top_k").asInt() : null, optDouble(search, "repetition_penalty"))
+                : new DecoderSpec.Defaults(null, null, null, optDouble(search, "repetition_penalty"));
+        return checked(new DecoderSpec(ModelLayout.GENAI,
+                inputs.path("input_ids").asText("input_ids"), inputs.path("attention_mask").asText("attention_mask"),
+                inputs.path("position_ids").asText("position_ids"), "use_cache_branch",
+                inputs.path("past_key_names").asText("past_key_values.%d.key"), inputs.path("past_value_names").asText("past_key_values.%d.value"),
+                outputs.path("logits").asText("logits"), outputs.path("present_key_names").asText("present.%d.key"),
+                outputs.path("present_value_names").asText("present.%d.value"),
+                layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, ids(model.get("eos_token_id")),
+                model.has("bos_token_id") ? model.get("bos_token_id").asInt() : null, defaults), session, configFile);
+    }
+
+    /** Cross-checks the configuration against the session's own inputs and reads the KV dtype. */
+    private static DecoderSpec checked(DecoderSpec spec, OrtSession session, Path configFile) {
+        try {
+            Map<String, NodeInfo> inputs = session.getInputInfo();
+            for (String required : new String[] {spec.inputIds(), spec.attentionMask()}) {
+                if (!inputs.containsKey(required)) {
+                    throw new ModelLoadException("The ONNX model has no input '" + required + "' (inputs: " + inputs.keySet() + ")");
+                }
+            }
+            long pastInputs = inputs.keySet().stream().filter(n -> n.contains("past")).count();
+            if (pastInputs != 2L * spec.layers()) {
+                throw new ModelLoadException(configFile + ": num_hidden_layers is " + spec.layers() + " but the ONNX model has "
+                        + pastInputs / 2 + " layers of past key/value inputs");
+            }
+            NodeInfo pastKey = inputs.get(spec.pastKey(0));
+            if (pastKey == null || !session.getOutputInfo().containsKey(spec.presentKey(spec.layers() - 1))) {
+                throw new ModelLoadException("The ONNX model does not have the decoder-with-past interface (no '" + spec.pastKey(0)
+                        + "' input or '" + spec.presentKey(spec.layers() - 1) + "' output)");
+            }
+            TensorInfo info = (TensorInfo) pastKey.getInfo();
+            long[] shape = info.getShape();
+            if (shape.length != 4) {
+                throw new ModelLoadException("Past key input '" + spec.pastKey(0) + "' has rank " + shape.length + ", expected 4");
+            }
+            if (shape[1] > 0 && shape[1] != spec.kvHeads()) {
+                throw new ModelLoadException(configFile + ": num_key_value_heads is " + spec.kvHeads() + " but the ONNX model's past keys have " + shape[1] + " heads");
+            }
+            if (shape[3] > 0 && shape[3] != spec.headDim()) {
+                throw new ModelLoadException(configFile + ": the head dimension is " + spec.headDim() + " but the ONNX model's past keys have " + shape[3]);
+            }
+            if (spec.eosIds().isEmpty()) {
+                throw new ModelLoadException(configFile.getParent() + ": no eos_token_id in generation_config.json or the model config");
+            }
+            OnnxJavaType kvType = info.type;
+            if (kvType != OnnxJavaType.FLOAT && kvType != OnnxJavaType.FLOAT16) {
+                throw new ModelLoadException("Unsupported KV cache type " + kvType + " in " + spec.pastKey(0));
+            }
+            boolean positions = inputs.containsKey(spec.positionIds());
+            boolean cacheBranch = inputs.containsKey(spec.useCacheBranch());
+            return new DecoderSpec(spec.layout(), spec.inputIds(), spec.attentionMask(), positions ? spec.positionIds() : null,
+                    cacheBranch ? spec.useCacheBranch() : null, spec.pastKeyFormat(), spec.pastValueFormat(), spec.logits(),
+                    spec.presentKeyFormat(), spec.presentValueFormat(), spec.layers(), spec.kvHeads(), spec.headDim(),
+                    spec.vocabSize(), spec.maxModelLen(), kvType, spec.eosIds(), spec.bosId(), spec.defaults());
+        } catch (OrtException e) {
+            throw new ModelLoadException("Cannot read the ONNX model's inputs: " + e.getMessage(), e);
+        }
+    }
+
+    static String chatTemplate(Path dir) {
+        Path jinja = dir.resolve("chat_template.jinja");
+        try {
+            if (Files.isRegularFile(jinja)) return Files.readString(jinja);
+        } catch (IOException e) {
+            throw new ModelLoadException("Cannot read " + jinja + ": " + e.getMessage(), e);
+        }
+        for (String file : new String[] {"chat_template.json", "tokenizer_config.json"}) {
+            Path p = dir.resolve(file);
+            if (!Files.isRegularFile(p)) continue;
+            JsonNode template = readJson(p).get("chat_template");
+            if (template == null || template.isNull()) continue;
+            if (template.isTextual()) return template.textValue();
+            if (template.isArray()) {
+                for (JsonNode named : template) {
+                    if ("default".equals(named.path("name").asText())) return named.path("template").asText();
+                }
+                if (!template.isEmpty()) return template.get(0).path("template").asText();
+            }
+        }
+        return null;
+    }
+
+    private static int cap(int context, EngineOptions options) {
+        return options.maxModelLen().isPresent() ? Math.min(context, options.maxModelLen().getAsInt()) : context;
+    }
+
+    private static Set<Integer> ids(JsonNode node) {
+        Set<Integer> out = new LinkedHashSet<>();
+        if (node == null || node.isNull()) return out;
+        if (node.isInt()) out.add(node.asInt());
+        if (node.isArray()) for (JsonNode n : node) out.add(n.asInt());
+        return out;
+    }
+
+    private static Double optDouble(JsonNode node, String field) {
+        return node.has(field) && node.get(field).isNumber() ? node.get(field).asDouble() : null;
+    }
+
+    private static int requiredInt(JsonNode node, String field, Path file) {
+        JsonNode v = node.get(field);
+        if (v == null || !v.isInt()) {
+            throw new ModelLoadException(file + ": missing or non-integer field '" + field + "'");
+        }
+        return v.asInt();
+    }
+
+    static JsonNode readJson(Path file) {
+        try {
+            return JSON.readTree(file.toFile());
+        } catch (IOException e) {
+            throw new ModelLoadException("Cannot parse " + file + ": " + e.getMessage(), e);
+        }
+    }
+}

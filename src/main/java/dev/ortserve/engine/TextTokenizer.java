@@ -1,0 +1,92 @@
+package dev.ortserve.engine;
+
+import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+
+/** The model's Hugging Face tokenizer (tokenizer.json through the tokenizers library). */
+public final class TextTokenizer implements AutoCloseable {
+
+    private final HuggingFaceTokenizer tokenizer;
+    private final Set<Integer> specialIds;
+    private final Map<String, Integer> addedTokens;
+    private final int vocabSize;
+
+    private TextTokenizer(HuggingFaceTokenizer tokenizer, Set<Integer> specialIds, Map<String, Integer> addedTokens, int vocabSize) {
+        this.tokenizer = tokenizer;
+        this.specialIds = Set.copyOf(specialIds);
+        this.addedTokens = Map.copyOf(addedTokens);
+        this.vocabSize = vocabSize;
+    }
+
+    public static TextTokenizer load(Path tokenizerJson) throws IOException {
+        JsonNode root = new ObjectMapper().readTree(tokenizerJson.toFile());
+        Set<Integer> special = new HashSet<>();
+        Map<String, Integer> added = new HashMap<>();
+        int maxId = -1;
+        for (JsonNode t : root.path("added_tokens")) {
+            int id = t.path("id").asInt();
+            added.put(t.path("content").asText(), id);
+            if (t.path("special").asBoolean()) special.add(id);
+            maxId = Math.max(maxId, id);
+        }
+        JsonNode vocab = root.path("model").path("vocab");
+        if (vocab.isObject()) {
+            for (JsonNode id : vocab) maxId = Math.max(maxId, id.asInt());
+        } else if (vocab.isArray()) {
+            maxId = Math.max(maxId, vocab.size() - 1); // Unigram: [[piece, score], ...]
+        }
+        // The chat template decides about BOS; never add special tokens implicitly.
+        HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson,
+                Map.of("addSpecialTokens", "false", "modelMaxLength", String.valueOf(Integer.MAX_VALUE)));
+        return new TextTokenizer(tokenizer, special, added, maxId + 1);
+    }
+
+    /** Tokenizes text; special tokens written in the text are recognised as single tokens. */
+    public int[] encode(String text) {
+        long[] ids = tokenizer.encode(text, false, false).getIds();
+        int[] out = new int[ids.length];
+        for (int i = 0; i < ids.length; i++) out[i] = (int) ids[i];
+        return out;
+    }
+
+    public String decode(int[] ids, boolean skipSpecialTokens) {
+        return decode(ids, 0, ids.length, skipSpecialTokens);
+    }
+
+    public String decode(int[] ids, int from, int to, boolean skipSpecialTokens) {
+        long[] longs = new long[to - from];
+        for (int i = from; i < to; i++) longs[i - from] = ids[i];
+        return tokenizer.decode(longs, skipSpecialTokens);
+    }
+
+    /** The text of one token decoded alone, special tokens kept. */
+    public String tokenText(int id) {
+        return tokenizer.decode(new long[] {id}, false);
+    }
+
+    public boolean isSpecial(int id) {
+        return specialIds.contains(id);
+    }
+
+    public Integer addedTokenId(String content) {
+        return addedTokens.get(content);
+    }
+
+    /** One more than the largest id the tokenizer knows. */
+    public int vocabSize() {
+        return vocabSize;
+    }
+
+    @Override
+    public void close() {
+        tokenizer.close();
+    }
+}

@@ -1,0 +1,180 @@
+package dev.ortserve.engine;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.SplittableRandom;
+
+/**
+ * One sequence's logits processors and sampler: logit_bias, min_tokens, repetition penalty,
+ * frequency/presence penalties, then greedy, or temperature + top_k + top_p + min_p and a draw
+ * from the sequence's own seeded generator (so a seeded request samples the same tokens alone
+ * or batched). Logprobs are those of the processed distribution before temperature (penalties
+ * and biases applied), as log-softmax.
+ */
+final class TokenSampler {
+
+    private final SamplingParams params;
+    private final SplittableRandom random;
+    private final Set<Integer> eosIds;
+    private final int vocab;
+    private final boolean[] seen;           // prompt + generated, for the repetition penalty
+    private final Map<Integer, Integer> counts = new HashMap<>(); // generated only
+    private int generated;
+    private float[] probs;
+    private Integer[] order;
+
+    TokenSampler(SamplingParams params, Set<Integer> eosIds, int vocab, int[] prompt) {
+        this.params = params;
+        this.random = params.seed() == null ? new SplittableRandom() : new SplittableRandom(params.seed());
+        this.eosIds = eosIds;
+        this.vocab = vocab;
+        this.seen = new boolean[vocab];
+        if (params.repetitionPenalty() != 1.0) {
+            for (int id : prompt) if (id >= 0 && id < vocab) seen[id] = true;
+        }
+    }
+
+    record Choice(int tokenId, TokenLogprob logprob) {
+    }
+
+    /** Picks the next token from this row's logits (modified in place). */
+    Choice next(float[] logits, TextTokenizer tokenizer) {
+        process(logits);
+        int token;
+        if (params.isGreedy()) {
+            token = argmax(logits);
+        } else {
+            token = sample(logits);
+        }
+        TokenLogprob lp = params.topLogprobs() == null ? null : logprob(logits, token, params.topLogprobs(), tokenizer);
+        accept(token);
+        return new Choice(token, lp);
+    }
+
+    private void accept(int token) {
+        generated++;
+        counts.merge(token, 1, Integer::sum);
+        if (token >= 0 && token < vocab) seen[token] = true;
+    }
+
+    void process(float[] logits) {
+        for (Map.Entry<Integer, Float> bias : params.logitBias().entrySet()) {
+            int id = bias.getKey();
+            if (id >= 0 && id < logits.length) logits[id] += bias.getValue();
+        }
+        if (generated < params.minTokens()) {
+            for (int id : eosIds) if (id < logits.length) logits[id] = Float.NEGATIVE_INFINITY;
+            for (int id : params.stopTokenIds()) if (id < logits.length) logits[id] = Float.NEGATIVE_INFINITY;
+        }
+        double rep = params.repetitionPenalty();
+        if (rep != 1.0) {
+            for (int id = 0; id < Math.min(vocab, logits.length); id++) {
+                if (seen[id]) logits[id] = (float) (logits[id] > 0 ? logits[id] / rep : logits[id] * rep);
+            }
+        }
+        if (params.frequencyPenalty() != 0 || params.presencePenalty() != 0) {
+            for (Map.Entry<Integer, Integer> c : counts.entrySet()) {
+                int id = c.getKey();
+                if (id < logits.length) {
+                    logits[id] -= (float) (params.frequencyPenalty() * c.getValue() + params.presencePenalty());
+                }
+            }
+        }
+    }
+
+    private int sample(float[] logits) {
+        int n = logits.length;
+        if (probs == null || probs.length != n) {
+            probs = new float[n];
+        }
+        double t = params.temperature();
+        float max = Float.NEGATIVE_INFINITY;
+        for (float v : logits) max = Math.max(max, v);
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            double p = logits[i] == Float.NEGATIVE_INFINITY ? 0 : Math.exp((logits[i] - max) / t);
+            probs[i] = (float) p;
+            sum += p;
+        }
+        int k = params.topK() > 0 ? Math.min(params.topK(), n) : n;
+        boolean filter = k < n || params.topP() < 1.0 || params.minP() > 0;
+        if (!filter) {
+            return draw(probs, null, n, sum);
+        }
+        // sort candidate ids by probability (descending, ties by id for determinism)
+        if (order == null || order.length != n) {
+            order = new Integer[n];
+        }
+        for (int i = 0; i < n; i++) order[i] = i;
+        float[] p = probs;
+        Arrays.sort(order, (a, b) -> p[a] != p[b] ? Float.compare(p[b], p[a]) : Integer.compare(a, b));
+        int keep = k;
+        double maxP = p[order[0]] / sum;
+        double cumulative = 0;
+        for (int r = 0; r < keep; r++) {
+            double pr = p[order[r]] / sum;
+            if (params.minP() > 0 && pr < params.minP() * maxP) {
+                keep = Math.max(1, r);
+                break;
+            }
+            cumulative += pr;
+            if (cumulative >= params.topP()) {
+                keep = r + 1;
+                break;
+            }
+        }
+        double kept = 0;
+        for (int r = 0; r < keep; r++) kept += p[order[r]];
+        return draw(p, order, keep, kept);
+    }
+
+    private int draw(float[] p, Integer[] ids, int count, double total) {
+        double target = random.nextDouble() * total;
+        double acc = 0;
+        int last = ids == null ? 0 : ids[0];
+        for (int r = 0; r < count; r++) {
+            int id = ids == null ? r : ids[r];
+            if (p[id] == 0) continue;
+            acc += p[id];
+            last = id;
+            if (acc > target) return id;
+        }
+        return last;
+    }
+
+    static int argmax(float[] logits) {
+        int best = 0;
+        for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+
+    static TokenLogprob logprob(float[] logits, int token, int top, TextTokenizer tokenizer) {
+        float max = Float.NEGATIVE_INFINITY;
+        for (float v : logits) max = Math.max(max, v);
+        double sum = 0;
+        for (float v : logits) if (v != Float.NEGATIVE_INFINITY) sum += Math.exp(v - max);
+        float logZ = (float) (max + Math.log(sum));
+        List<TokenLogprob.Top> alternatives = new ArrayList<>(top);
+        if (top > 0) {
+            int[] best = new int[Math.min(top, logits.length)];
+            Arrays.fill(best, -1);
+            for (int i = 0; i < logits.length; i++) {
+                for (int r = 0; r < best.length; r++) {
+                    if (best[r] == -1 || logits[i] > logits[best[r]]) {
+                        System.arraycopy(best, r, best, r + 1, best.length - r - 1);
+                        best[r] = i;
+                        break;
+                    }
+                }
+            }
+            for (int id : best) {
+                if (id >= 0) alternatives.add(new TokenLogprob.Top(id, tokenizer.tokenText(id), logits[id] - logZ));
+            }
+        }
+        return new TokenLogprob(token, tokenizer.tokenText(token), logits[token] - logZ, alternatives);
+    }
+}
