@@ -240,7 +240,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 s.releaseOwnKv();
                 s.finish(FinishReason.CANCELLED);
                 prefilling.remove(i--);
-                running.decrementAndGet();
+                s.leave();
                 continue;
             }
             int n = Math.min(budget, s.prompt.length - s.length);
@@ -250,7 +250,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 prefilling.remove(i--);
                 if (s.done()) {
                     s.releaseOwnKv();
-                    running.decrementAndGet();
+                    s.leave();
                 } else {
                     ready.add(s);
                 }
@@ -318,7 +318,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             }
         }
         for (Sequence s : leaving) {
-            running.decrementAndGet();
+            s.leave();
         }
         List<Sequence> next = new ArrayList<>(keep);
         next.addAll(joining);
@@ -386,7 +386,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             s.releaseOwnKv();
             s.fail(failure);
         }
-        running.addAndGet(-(rows.size() + prefilling.size()));
+        rows.forEach(Sequence::leave);
+        prefilling.forEach(Sequence::leave);
         rows.clear();
         prefilling.clear();
         closeQuietly(pastOwner);
@@ -450,6 +451,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         int lastToken;       // the token the next decode step feeds
         int generated;
         boolean finished;
+        boolean left;
         OnnxTensor[] ownKeys;
         OnnxTensor[] ownValues;
         AutoCloseable ownOwner;
@@ -499,7 +501,16 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             processor.onNext(new TokenEvent(token, text, logprob, finish, stopReason, prompt.length, generated));
             if (finish != null) {
                 finished = true;
+                leave();
                 processor.onComplete();
+            }
+        }
+
+        /** Gives the sequence's slot back in the running gauge, once. */
+        void leave() {
+            if (!left) {
+                left = true;
+                running.decrementAndGet();
             }
         }
 

@@ -1,0 +1,272 @@
+package dev.ortserve.engine;
+
+import dev.ortserve.engine.modelgen.ModelGenerator;
+import dev.ortserve.engine.modelgen.ModelSize;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.subscription.Cancellable;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalInt;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Engine behaviour on the generated tiny model, checked against the engine itself. */
+class EngineBehaviourTest {
+
+    @TempDir
+    static Path dir;
+    static Path tiny;
+    static LoadedModel model;
+    /** A small prefill chunk so that longer prompts are prefilled in several chunks between decode steps. */
+    static final EngineOptions OPTIONS = EngineOptions.defaults().withLimits(16, 64, 4);
+
+    @BeforeAll
+    static void load() throws Exception {
+        tiny = ModelGenerator.generate(ModelSize.TINY, 11, dir.resolve("tiny"));
+        model = ModelLoader.load(tiny, OPTIONS);
+    }
+
+    @AfterAll
+    static void close() {
+        model.close();
+    }
+
+    private static SamplingParams sampled(long seed, int max) {
+        return new SamplingParams(0.8, 0.9, 50, 0, 1, 0, 0, Map.of(), seed, max, 0, true,
+                List.of(), List.of(), false, true, null);
+    }
+
+    private static SamplingParams greedyNoEos(int max) {
+        return new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, max, 0, true,
+                List.of(), List.of(), false, true, null);
+    }
+
+    static final String[] PROMPTS = {"Hi", "The quick brown fox jumps", "Once upon a time there was a model server",
+            "a", "JSON: {\"name\": \"value\", \"list\": [1, 2, 3]}", "Le café est très bon ☕", "x = y + 42 * z",
+            "A much longer prompt that spans many prefill chunks, so the engine interleaves its prefill with decode steps of others"};
+
+    @Test
+    void greedyAloneEqualsGreedyConcurrent() {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            List<GenerationRequest> requests = new ArrayList<>();
+            for (String p : PROMPTS) requests.add(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)));
+            List<EngineTestSupport.Result> alone = new ArrayList<>();
+            for (GenerationRequest r : requests) alone.add(EngineTestSupport.collect(engine.generate(r)));
+            List<EngineTestSupport.Result> together = EngineTestSupport.concurrently(engine, requests);
+            for (int i = 0; i < PROMPTS.length; i++) {
+                assertEquals(alone.get(i).tokens(), together.get(i).tokens(), "prompt " + i);
+                assertEquals(12, alone.get(i).tokens().size());
+                assertEquals(FinishReason.LENGTH, together.get(i).finish());
+            }
+            assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
+    void seededSamplingIsReproducibleAloneAndBatched() {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            int[] prompt = model.tokenizer().encode("Sampling with a seed");
+            EngineTestSupport.Result alone = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, sampled(42, 16))));
+            List<GenerationRequest> batch = new ArrayList<>();
+            batch.add(EngineTestSupport.request(model.tokenizer().encode("other prompt one"), sampled(1, 20)));
+            batch.add(EngineTestSupport.request(prompt, sampled(42, 16)));
+            batch.add(EngineTestSupport.request(model.tokenizer().encode("and another, longer, prompt here"), sampled(2, 9)));
+            List<EngineTestSupport.Result> together = EngineTestSupport.concurrently(engine, batch);
+            assertEquals(alone.tokens(), together.get(1).tokens());
+            EngineTestSupport.Result otherSeed = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, sampled(43, 16))));
+            assertNotEquals(alone.tokens(), otherSeed.tokens(), "a different seed should sample differently");
+        }
+    }
+
+    @Test
+    void stopStringSplitAcrossTokensStopsAndIsExcluded() {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            int[] prompt = model.tokenizer().encode("Stop strings");
+            EngineTestSupport.Result free = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, greedyNoEos(24))));
+            // a stop string made of the end of one token's text and the start of the next
+            String stop = null;
+            int boundary = 0;
+            List<TokenEvent> events = free.events();
+            for (int i = 2; i < events.size() - 1 && stop == null; i++) {
+                boundary += events.get(i - 1).textDelta().length();
+                String a = events.get(i).textDelta(), b = events.get(i + 1).textDelta();
+                int before = boundary + events.get(i - 2).textDelta().length() * 0;
+                if (!a.isEmpty() && !b.isEmpty()) {
+                    String candidate = a.substring(a.length() - 1) + b.charAt(0);
+                    int first = free.text().indexOf(candidate);
+                    int expectedAt = free.text().indexOf(a + b);
+                    if (first >= 0 && first == expectedAt + a.length() - 1) stop = candidate;
+                }
+            }
+            assertTrue(stop != null, "no two-token stop string found in " + free.text());
+            int at = free.text().indexOf(stop);
+            SamplingParams withStop = greedyNoEos(24).withStop(List.of(stop), false);
+            EngineTestSupport.Result stopped = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, withStop)));
+            assertEquals(free.text().substring(0, at), stopped.text());
+            assertEquals(FinishReason.STOP, stopped.finish());
+            assertEquals(stop, stopped.stopReason());
+            assertTrue(stopped.tokens().size() < free.tokens().size());
+            EngineTestSupport.Result included = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt,
+                    greedyNoEos(24).withStop(List.of(stop), true))));
+            assertEquals(free.text().substring(0, at + stop.length()), included.text());
+        }
+    }
+
+    @Test
+    void cancelledStreamLeavesNoRunningSequence() throws Exception {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            Multi<TokenEvent> stream = engine.generate(EngineTestSupport.request(model.tokenizer().encode("cancel me"), greedyNoEos(1000)));
+            CountDownLatch first = new CountDownLatch(1);
+            AtomicReference<Cancellable> handle = new AtomicReference<>();
+            handle.set(stream.subscribe().with(e -> first.countDown()));
+            assertTrue(first.await(30, TimeUnit.SECONDS));
+            assertEquals(1, engine.runningSequences());
+            long stepAtCancel = engine.steps();
+            handle.get().cancel();
+            // within one step of the cancel the sequence is gone
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (engine.runningSequences() != 0 && System.nanoTime() < deadline) {
+                Thread.onSpinWait();
+            }
+            assertEquals(0, engine.runningSequences());
+            assertTrue(engine.steps() - stepAtCancel <= 2, "steps after cancel: " + (engine.steps() - stepAtCancel));
+        }
+    }
+
+    @Test
+    void fullQueueIsRefusedAtOnce() throws Exception {
+        EngineOptions small = OPTIONS.withLimits(1, 1, 4);
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, small)) {
+            int[] prompt = model.tokenizer().encode("busy");
+            Multi<TokenEvent> a = engine.generate(EngineTestSupport.request(prompt, greedyNoEos(2000)));
+            Cancellable ca = a.subscribe().with(e -> { });
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+            while (engine.runningSequences() == 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+            Multi<TokenEvent> b = engine.generate(EngineTestSupport.request(prompt, greedyNoEos(10)));
+            assertEquals(1, engine.waitingSequences());
+            assertThrows(EngineQueueFullException.class, () -> engine.generate(EngineTestSupport.request(prompt, greedyNoEos(10))));
+            ca.cancel();
+            assertEquals(10, EngineTestSupport.collect(b).tokens().size());
+        }
+    }
+
+    @Test
+    void streamedDeltasOfMultiByteTextEqualTheFullDecode() {
+        // the reference tokenizer has one token per byte: multi-byte characters arrive in pieces
+        try (LoadedModel reference = ModelLoader.load(EngineTestSupport.REFERENCE, EngineOptions.defaults())) {
+            String text = "héllo 😀 世界 ok";
+            int[] ids = reference.tokenizer().encode(text);
+            assertTrue(ids.length > text.length(), "bytes, not characters");
+            IncrementalDetokenizer detok = new IncrementalDetokenizer(reference.tokenizer(), new int[0], true);
+            StringBuilder out = new StringBuilder();
+            for (int id : ids) {
+                String delta = detok.add(id);
+                assertFalse(delta.contains("\uFFFD"), "half a character emitted");
+                out.append(delta);
+            }
+            assertEquals(text, out.toString());
+        }
+    }
+
+    @Test
+    void logitBiasMinTokensAndLength() {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            int[] prompt = model.tokenizer().encode("bias");
+            int forced = model.tokenizer().encode("Q")[0];
+            SamplingParams bias = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(forced, 100f), null, 5, 0, true,
+                    List.of(), List.of(), false, true, null);
+            EngineTestSupport.Result biased = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, bias)));
+            assertEquals(List.of(forced, forced, forced, forced, forced), biased.tokens());
+            assertEquals("QQQQQ", biased.text());
+            assertEquals(FinishReason.LENGTH, biased.finish());
+            assertNull(biased.stopReason());
+            // EOS forced by bias ends at once, unless min_tokens holds it off
+            int eos = model.spec().eosIds().iterator().next();
+            SamplingParams eosNow = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(eos, 100f), null, 20, 0, false,
+                    List.of(), List.of(), false, true, 2);
+            EngineTestSupport.Result ended = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, eosNow)));
+            assertEquals(List.of(eos), ended.tokens());
+            assertEquals(FinishReason.STOP, ended.finish());
+            assertEquals("", ended.text());
+            assertEquals(2, ended.events().get(0).logprob().top().size());
+            SamplingParams minTokens = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(eos, 100f), null, 20, 6, false,
+                    List.of(), List.of(), false, true, null);
+            EngineTestSupport.Result held = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, minTokens)));
+            assertEquals(7, held.tokens().size());
+            assertEquals(eos, held.tokens().get(6));
+        }
+    }
+
+    @Test
+    void malformedDirectoriesFailWithTheProblemNamed() throws Exception {
+        ModelLoadException missing = assertThrows(ModelLoadException.class, () -> ModelLoader.load(dir.resolve("nope"), OPTIONS));
+        assertTrue(missing.getMessage().contains("does not exist"), missing.getMessage());
+
+        Path noTokenizer = copyOfTiny("no-tokenizer");
+        Files.delete(noTokenizer.resolve("tokenizer.json"));
+        assertTrue(assertThrows(ModelLoadException.class, () -> ModelLoader.load(noTokenizer, OPTIONS)).getMessage().contains("tokenizer.json"));
+
+        Path noModel = copyOfTiny("no-model");
+        Files.delete(noModel.resolve("model.onnx"));
+        assertTrue(assertThrows(ModelLoadException.class, () -> ModelLoader.load(noModel, OPTIONS)).getMessage().contains("no ONNX model file"));
+
+        Path wrongLayers = copyOfTiny("wrong-layers");
+        String config = Files.readString(wrongLayers.resolve("config.json")).replaceAll("\"num_hidden_layers\" : \\d+", "\"num_hidden_layers\" : 5");
+        Files.writeString(wrongLayers.resolve("config.json"), config);
+        String message = assertThrows(ModelLoadException.class, () -> ModelLoader.load(wrongLayers, OPTIONS)).getMessage();
+        assertTrue(message.contains("config.json") && message.contains("num_hidden_layers is 5"), message);
+
+        Path badJson = copyOfTiny("bad-json");
+        Files.writeString(badJson.resolve("config.json"), "{not json");
+        assertTrue(assertThrows(ModelLoadException.class, () -> ModelLoader.load(badJson, OPTIONS)).getMessage().contains("config.json"));
+    }
+
+    @Test
+    void cudaWhereItCannotLoadIsAClearError() {
+        ModelLoadException e = assertThrows(ModelLoadException.class, () -> ModelLoader.load(tiny, OPTIONS.withProvider("cuda")));
+        assertTrue(e.getMessage().contains("CUDA execution provider cannot be loaded") && e.getMessage().contains("onnxruntime_gpu"), e.getMessage());
+    }
+
+    @Test
+    void contextLengthCapsGeneration() {
+        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20));
+        try (LoadedModel small = ModelLoader.load(tiny, shortContext);
+             GenerationEngine engine = new ContinuousBatchingEngine(small, shortContext)) {
+            int[] prompt = small.tokenizer().encode("fifteen tokens or so of prompt");
+            EngineTestSupport.Result r = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, greedyNoEos(100))));
+            assertEquals(20 - prompt.length, r.tokens().size());
+            assertEquals(FinishReason.LENGTH, r.finish());
+        }
+    }
+
+    private static Path copyOfTiny(String name) throws Exception {
+        Path target = dir.resolve(name);
+        Files.createDirectories(target);
+        try (var files = Files.list(tiny)) {
+            for (Path f : files.toList()) Files.copy(f, target.resolve(f.getFileName()));
+        }
+        return target;
+    }
+
+    @SuppressWarnings("unused")
+    private static Duration unused() {
+        return Duration.ZERO;
+    }
+}
