@@ -51,7 +51,12 @@ public final class TextTokenizer implements AutoCloseable {
 
     /** Tokenizes text; special tokens written in the text are recognised as single tokens. */
     public int[] encode(String text) {
-        long[] ids = tokenizer.encode(text, false, false).getIds();
+        return encode(text, false);
+    }
+
+    /** With {@code addSpecialTokens}, the tokenizer's post-processor adds what it adds (e.g. a BOS). */
+    public int[] encode(String text, boolean addSpecialTokens) {
+        long[] ids = tokenizer.encode(text, addSpecialTokens, false).getIds();
         int[] out = new int[ids.length];
         for (int i = 0; i < ids.length; i++) out[i] = (int) ids[i];
         return out;

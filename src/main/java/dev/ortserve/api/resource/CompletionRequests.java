@@ -1,0 +1,73 @@
+package dev.ortserve.api.resource;
+
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.model.CreateCompletionRequest;
+import dev.ortserve.api.union.PromptInput;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.TextTokenizer;
+import dev.ortserve.service.completion.CompletionCall;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** Checks a completions request against the served model and turns it into a {@link CompletionCall}. */
+final class CompletionRequests {
+
+    private CompletionRequests() {
+    }
+
+    static CompletionCall toCall(CreateCompletionRequest req, LoadedModel model, int maxN, int queueCapacity) {
+        if (req.getSuffix() != null) {
+            throw ApiException.unsupported("suffix", "'suffix' (insertion) is not supported by this server.");
+        }
+        int n = req.getN() == null ? 1 : req.getN();
+        if (n > maxN) {
+            throw ApiException.invalidRequest("n", "'n' must be at most " + maxN + " on this server (got " + n + ").");
+        }
+        if (req.getBestOf() != null && req.getBestOf() != n) {
+            throw ApiException.unsupported("best_of", "'best_of' is only supported when equal to 'n' (got best_of " + req.getBestOf() + ", n " + n + ").");
+        }
+        if (req.getStreamOptions() != null && !Boolean.TRUE.equals(req.getStream())) {
+            throw ApiException.invalidRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.");
+        }
+        if (Boolean.TRUE.equals(req.getEcho()) && req.getLogprobs() != null) {
+            throw ApiException.unsupported("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported by this server.");
+        }
+        TextTokenizer tokenizer = model.tokenizer();
+        int vocab = model.spec().vocabSize();
+        PromptInput input = req.getPrompt();
+        List<CompletionCall.Prompt> prompts = new ArrayList<>();
+        if (input.texts() != null) {
+            for (String text : input.texts()) {
+                prompts.add(new CompletionCall.Prompt(tokenizer.encode(text, true), text));
+            }
+        } else {
+            for (int[] ids : input.tokenIds()) {
+                for (int id : ids) {
+                    if (id >= vocab) {
+                        throw ApiException.invalidRequest("prompt", "Token id " + id + " in 'prompt' is outside the vocabulary [0, " + vocab + ").");
+                    }
+                }
+                prompts.add(new CompletionCall.Prompt(ids, tokenizer.decode(ids, false)));
+            }
+        }
+        int longest = 0;
+        for (CompletionCall.Prompt p : prompts) {
+            if (p.tokenIds().length == 0) {
+                throw ApiException.invalidRequest("prompt", "The prompt is empty: it must contain at least one token.");
+            }
+            SamplingFields.checkPromptFits(p.tokenIds().length, model.spec().maxModelLen(), "prompt");
+            longest = Math.max(longest, p.tokenIds().length);
+        }
+        if ((long) prompts.size() * n > queueCapacity) {
+            throw ApiException.invalidRequest("n", "This request asks for " + prompts.size() * n + " sequences; the server admits at most "
+                    + queueCapacity + " at once.");
+        }
+        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),
+                req.getRepetitionPenalty(), req.getFrequencyPenalty(), req.getPresencePenalty(), req.getLogitBias(), req.getSeed(),
+                req.getMaxTokens(), "max_tokens", req.getMinTokens(), req.getIgnoreEos(), req.getStop(), req.getStopTokenIds(),
+                req.getIncludeStopStrInOutput(), req.getSkipSpecialTokens(), req.getLogprobs());
+        return new CompletionCall(prompts, n, fields.toParams(model.spec(), vocab, longest), Boolean.TRUE.equals(req.getEcho()),
+                req.getMaxTokens() != null);
+    }
+}

@@ -1,0 +1,127 @@
+package dev.ortserve.service;
+
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.GenerationEngine;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.modelgen.ModelGenerator;
+import dev.ortserve.engine.modelgen.ModelSize;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.quarkus.runtime.ShutdownEvent;
+import io.quarkus.runtime.StartupEvent;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.inject.Inject;
+import org.jboss.logging.Logger;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+
+/**
+ * Loads the decoder model at startup (the configured directory, or the generated demo model),
+ * starts its engine, warms it up with one forward pass and exposes it to the services. A model
+ * that cannot be loaded stops the server at startup with the loader's message.
+ */
+@ApplicationScoped
+public class GenerationModelHost {
+
+    private static final Logger LOG = Logger.getLogger(GenerationModelHost.class);
+    public static final String DEMO_MODEL_ID = "demo";
+
+    @Inject
+    OrtserveConfig config;
+
+    @Inject
+    MeterRegistry registry;
+
+    private volatile GenerationEngine engine;
+    private volatile boolean ready;
+    private String modelId;
+    private long createdAt;
+
+    void start(@Observes StartupEvent event) {
+        Path dir;
+        String defaultName;
+        if (config.modelPath().isPresent()) {
+            dir = config.modelPath().get();
+            defaultName = dir.toAbsolutePath().normalize().getFileName().toString();
+        } else {
+            try {
+                dir = ModelGenerator.ensure(ModelSize.DEMO, config.modelCacheDir());
+            } catch (IOException e) {
+                throw new UncheckedIOException("Cannot build the demo model in " + config.modelCacheDir(), e);
+            }
+            defaultName = DEMO_MODEL_ID;
+        }
+        modelId = config.modelName().orElse(defaultName);
+        EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
+                config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
+                config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
+                config.engine().maxModelLen());
+        LoadedModel model = ModelLoader.load(dir, options);
+        engine = new ContinuousBatchingEngine(model, options);
+        createdAt = Instant.now().getEpochSecond();
+        Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
+                .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);
+        Gauge.builder("ortserve_requests_waiting", engine, GenerationEngine::waitingSequences)
+                .description("Sequences waiting in the admission queue").tag("model", modelId).register(registry);
+        warmUp(model);
+        ready = true;
+        LOG.infof("Serving model '%s' from %s", modelId, dir);
+    }
+
+    private void warmUp(LoadedModel model) {
+        int[] prompt = model.tokenizer().encode("warm up");
+        if (prompt.length == 0) prompt = new int[] {0};
+        engine.generate(new dev.ortserve.engine.GenerationRequest("warmup", prompt, SamplingParams.greedy(1)))
+                .collect().last().await().atMost(Duration.ofMinutes(5));
+    }
+
+    void stop(@Observes ShutdownEvent event) {
+        if (engine != null) {
+            engine.close();
+            engine.model().close();
+        }
+    }
+
+    public boolean ready() {
+        return ready;
+    }
+
+    public String modelId() {
+        return modelId;
+    }
+
+    public GenerationEngine engine() {
+        if (!ready) {
+            throw ApiException.unavailable("The model is still loading.", "model_not_ready");
+        }
+        return engine;
+    }
+
+    public LoadedModel model() {
+        return engine().model();
+    }
+
+    /** Checks the request's model id before anything else is done with the request. */
+    public void requireModel(String requested) {
+        if (!modelId.equals(requested)) {
+            throw ApiException.modelNotFound(requested);
+        }
+    }
+
+    public ServedModelInfo info() {
+        return new ServedModelInfo(modelId, ServedModelInfo.Kind.GENERATION,
+                ready ? engine.model().spec().maxModelLen() : 0,
+                ready ? engine.model().directory().toString() : null, createdAt);
+    }
+
+}

@@ -1,0 +1,18 @@
+package dev.ortserve.service;
+
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.util.List;
+
+/** The models this server serves, for /v1/models. */
+@ApplicationScoped
+public class ModelCatalog {
+
+    @Inject
+    GenerationModelHost generation;
+
+    public List<ServedModelInfo> models() {
+        return List.of(generation.info());
+    }
+}

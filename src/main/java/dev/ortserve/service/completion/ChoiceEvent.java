@@ -1,0 +1,7 @@
+package dev.ortserve.service.completion;
+
+import dev.ortserve.engine.TokenEvent;
+
+/** One engine event of one choice of a multi-choice generation. */
+public record ChoiceEvent(int index, TokenEvent event) {
+}

@@ -1,0 +1,38 @@
+package dev.ortserve.service.completion;
+
+import dev.ortserve.engine.FinishReason;
+import dev.ortserve.engine.TokenEvent;
+import dev.ortserve.engine.TokenLogprob;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** One finished choice: its text (the concatenation of its stream deltas), tokens and logprobs. */
+public record ChoiceResult(String text, List<Integer> tokenIds, List<TokenLogprob> logprobs, FinishReason finishReason,
+                           Object stopReason, int promptTokens, int generatedTokens) {
+
+    static List<Accumulator> accumulators(int n) {
+        List<Accumulator> list = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) list.add(new Accumulator());
+        return list;
+    }
+
+    static final class Accumulator {
+        private final StringBuilder text = new StringBuilder();
+        private final List<Integer> tokens = new ArrayList<>();
+        private final List<TokenLogprob> logprobs = new ArrayList<>();
+        private TokenEvent last;
+
+        void add(TokenEvent e) {
+            text.append(e.textDelta());
+            tokens.add(e.tokenId());
+            if (e.logprob() != null) logprobs.add(e.logprob());
+            last = e;
+        }
+
+        ChoiceResult result() {
+            return new ChoiceResult(text.toString(), tokens, logprobs, last == null ? FinishReason.ERROR : last.finishReason(),
+                    last == null ? null : last.stopReason(), last == null ? 0 : last.promptTokens(), tokens.size());
+        }
+    }
+}

@@ -1,0 +1,64 @@
+package dev.ortserve.service.completion;
+
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.engine.EngineQueueFullException;
+import dev.ortserve.engine.GenerationRequest;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.TokenEvent;
+import dev.ortserve.service.GenerationModelHost;
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.Uni;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * Runs a validated completions call on the engine: one sequence per prompt and sample, all
+ * admitted at once (or refused with 429 before anything starts), merged into one stream of
+ * choice events, or collected into per-choice results.
+ */
+@ApplicationScoped
+public class CompletionService {
+
+    @Inject
+    GenerationModelHost host;
+
+    /** Admits every sequence now (so a full queue is a 429 before any header is sent) and returns their merged events. */
+    public Multi<ChoiceEvent> stream(CompletionCall call) {
+        List<GenerationRequest> requests = new ArrayList<>(call.choices());
+        String base = UUID.randomUUID().toString();
+        for (int p = 0; p < call.prompts().size(); p++) {
+            for (int i = 0; i < call.n(); i++) {
+                int index = p * call.n() + i;
+                SamplingParams sampling = call.sampling();
+                if (sampling.seed() != null && index > 0) {
+                    // n > 1 with a seed: each choice its own reproducible generator
+                    sampling = sampling.withSeed(sampling.seed() + index);
+                }
+                requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling));
+            }
+        }
+        List<Multi<TokenEvent>> streams;
+        try {
+            streams = host.engine().generateAll(requests);
+        } catch (EngineQueueFullException e) {
+            throw ApiException.overloaded("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
+        }
+        List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
+        for (int i = 0; i < streams.size(); i++) {
+            int index = i;
+            indexed.add(streams.get(i).map(e -> new ChoiceEvent(index, e)));
+        }
+        return indexed.size() == 1 ? indexed.get(0) : Multi.createBy().merging().streams(indexed);
+    }
+
+    /** Runs the call to the end and returns each choice's result, in index order. */
+    public Uni<List<ChoiceResult>> complete(CompletionCall call) {
+        Multi<ChoiceEvent> events = stream(call);
+        return events.collect().in(() -> ChoiceResult.accumulators(call.choices()), (acc, e) -> acc.get(e.index()).add(e.event()))
+                .map(acc -> acc.stream().map(ChoiceResult.Accumulator::result).toList());
+    }
+}
