@@ -130,6 +130,15 @@ public class ApiExceptionMappers {
 
     @ServerExceptionMapper
     public Response webApplication(WebApplicationException e) {
+        // Quarkus REST wraps body-reading failures: answer them as the JSON problem they are
+        for (Throwable cause = e.getCause(); cause != null; cause = cause.getCause()) {
+            if (cause instanceof UnrecognizedPropertyException u) return unrecognizedField(u);
+            if (cause instanceof MismatchedInputException m) return mismatchedInput(m);
+            if (cause instanceof JsonMappingException m) return mappingException(m);
+            if (cause instanceof StreamConstraintsException c) return streamLimits(c);
+            if (cause instanceof JsonParseException p) return malformedJson(p);
+            if (cause instanceof JsonProcessingException p) return otherJson(p);
+        }
         int status = e.getResponse().getStatus();
         if (status == 413) {
             return errors.toResponse(new ApiException(413, "invalid_request_error", "Request body too large.", null, "request_too_large"));

@@ -10,6 +10,18 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.cfg.CoercionAction;
 import com.fasterxml.jackson.databind.cfg.CoercionInputShape;
 import com.fasterxml.jackson.databind.type.LogicalType;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.BeanDescription;
+import com.fasterxml.jackson.databind.BeanProperty;
+import com.fasterxml.jackson.databind.DeserializationConfig;
+import com.fasterxml.jackson.databind.DeserializationContext;
+import com.fasterxml.jackson.databind.JavaType;
+import com.fasterxml.jackson.databind.JsonDeserializer;
+import com.fasterxml.jackson.databind.JsonMappingException;
+import com.fasterxml.jackson.databind.deser.BeanDeserializerModifier;
+import com.fasterxml.jackson.databind.deser.ContextualDeserializer;
+import com.fasterxml.jackson.databind.module.SimpleModule;
 import io.quarkus.jackson.ObjectMapperCustomizer;
 import jakarta.inject.Singleton;
 
@@ -55,5 +67,49 @@ public class StrictJsonCustomizer implements ObjectMapperCustomizer {
                     .setCoercion(CoercionInputShape.EmptyString, CoercionAction.Fail);
         }
         mapper.coercionConfigFor(LogicalType.Textual).setCoercion(CoercionInputShape.EmptyString, CoercionAction.TryConvert);
+        mapper.registerModule(new SimpleModule("ortserve-strict-enums").setDeserializerModifier(new StrictEnums()));
+    }
+
+    /**
+     * The generator's nullable enums map unknown strings to null; an unknown value must be an
+     * error, never silently dropped.
+     */
+    static final class StrictEnums extends BeanDeserializerModifier {
+        @Override
+        public JsonDeserializer<?> modifyEnumDeserializer(DeserializationConfig config, JavaType type,
+                                                          BeanDescription beanDesc, JsonDeserializer<?> deserializer) {
+            return new StdDelegatingEnum(deserializer, type.getRawClass());
+        }
+    }
+
+    static final class StdDelegatingEnum extends JsonDeserializer<Object> implements ContextualDeserializer {
+        private final JsonDeserializer<?> delegate;
+        private final Class<?> type;
+
+        StdDelegatingEnum(JsonDeserializer<?> delegate, Class<?> type) {
+            this.delegate = delegate;
+            this.type = type;
+        }
+
+        @Override
+        public Object deserialize(JsonParser p, DeserializationContext ctxt) throws java.io.IOException {
+            String text = p.currentToken() == JsonToken.VALUE_STRING ? p.getText() : null;
+            Object value = delegate.deserialize(p, ctxt);
+            if (value == null && text != null) {
+                StringBuilder allowed = new StringBuilder();
+                for (Object constant : type.getEnumConstants()) {
+                    if (allowed.length() > 0) allowed.append(", ");
+                    allowed.append('\'').append(constant).append('\'');
+                }
+                return ctxt.reportInputMismatch(type, "'" + text + "' is not one of " + allowed);
+            }
+            return value;
+        }
+
+        @Override
+        public JsonDeserializer<?> createContextual(DeserializationContext ctxt, BeanProperty property) throws JsonMappingException {
+            JsonDeserializer<?> contextual = delegate instanceof ContextualDeserializer c ? c.createContextual(ctxt, property) : delegate;
+            return contextual == delegate ? this : new StdDelegatingEnum(contextual, type);
+        }
     }
 }

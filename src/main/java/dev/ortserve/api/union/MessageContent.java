@@ -68,7 +68,7 @@ public final class MessageContent {
                     if (!element.isObject()) {
                         return UnionReader.fail(ctxt, MessageContent.class, "each content part must be an object, got " + UnionReader.kind(element));
                     }
-                    parts.add(UnionReader.value(ctxt, element, ChatCompletionContentPart.class));
+                    parts.add(UnionReader.element(ctxt, element, parts.size(), ChatCompletionContentPart.class));
                 }
                 return ofParts(parts);
             }

@@ -51,7 +51,7 @@ public final class ResponseMessageContent {
                     if (!element.isObject()) {
                         return UnionReader.fail(ctxt, ResponseMessageContent.class, "each content part must be an object, got " + UnionReader.kind(element));
                     }
-                    parts.add(UnionReader.value(ctxt, element, ResponseContentPart.class));
+                    parts.add(UnionReader.element(ctxt, element, parts.size(), ResponseContentPart.class));
                 }
                 return new ResponseMessageContent(null, parts);
             }

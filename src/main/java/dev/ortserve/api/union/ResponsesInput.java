@@ -47,7 +47,7 @@ public final class ResponsesInput {
             if (node.isArray()) {
                 List<ResponseInputItem> items = new ArrayList<>(node.size());
                 for (JsonNode element : node) {
-                    items.add(UnionReader.value(ctxt, element, ResponseInputItem.class));
+                    items.add(UnionReader.element(ctxt, element, items.size(), ResponseInputItem.class));
                 }
                 return new ResponsesInput(null, items);
             }

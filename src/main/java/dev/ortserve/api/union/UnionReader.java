@@ -50,6 +50,15 @@ final class UnionReader {
         return ctxt.readTreeAsValue(node, type);
     }
 
+    /** Reads array element {@code index}, so a failure inside it names its position (e.g. input[2].type). */
+    static <T> T element(DeserializationContext ctxt, JsonNode node, int index, Class<T> type) throws IOException {
+        try {
+            return ctxt.readTreeAsValue(node, type);
+        } catch (com.fasterxml.jackson.databind.JsonMappingException e) {
+            throw com.fasterxml.jackson.databind.JsonMappingException.wrapWithPath(e, (Object) null, index);
+        }
+    }
+
     static String kind(JsonNode node) {
         if (node == null || node.isMissingNode()) return "nothing";
         return switch (node.getNodeType()) {
