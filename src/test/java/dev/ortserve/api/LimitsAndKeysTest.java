@@ -1,0 +1,74 @@
+package dev.ortserve.api;
+
+import dev.ortserve.ApiTest;
+import dev.ortserve.TinyModelResource;
+import io.quarkus.test.junit.QuarkusTest;
+import io.quarkus.test.junit.QuarkusTestProfile;
+import io.quarkus.test.junit.TestProfile;
+import org.junit.jupiter.api.Test;
+
+import java.util.Map;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.equalTo;
+import static org.hamcrest.Matchers.notNullValue;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/** API keys and the admission limit, on a server configured with both. */
+@QuarkusTest
+@TestProfile(LimitsAndKeysTest.Profile.class)
+class LimitsAndKeysTest extends ApiTest {
+
+    static final String KEY = "sk-test-123";
+
+    public static class Profile implements QuarkusTestProfile {
+        @Override
+        public Map<String, String> getConfigOverrides() {
+            return Map.of("ortserve.api-keys", KEY + ",second-key", "ortserve.engine.max-sequences", "1",
+                    "ortserve.engine.queue-capacity", "1");
+        }
+    }
+
+    @Test
+    void missingOrWrongKeyIs401() {
+        given().get("/v1/models").then().statusCode(401).body("error.code", equalTo("invalid_api_key"));
+        given().header("Authorization", "Bearer wrong").get("/v1/models").then().statusCode(401).body("error.code", equalTo("invalid_api_key"));
+        given().header("Authorization", "Basic " + KEY).post("/tokenize").then().statusCode(401);
+        given().header("Authorization", "Bearer " + KEY).get("/v1/models").then().statusCode(200);
+        given().header("Authorization", "Bearer second-key").get("/v1/models").then().statusCode(200);
+        // health, metrics and the contract stay open
+        given().get("/q/health/ready").then().statusCode(200);
+        given().get("/q/openapi").then().statusCode(200);
+    }
+
+    @jakarta.inject.Inject
+    dev.ortserve.service.GenerationModelHost host;
+
+    @Test
+    void fullQueueIs429WithRetryAfter() {
+        // occupy the single batch slot and the single queue place, then ask over HTTP
+        int[] prompt = host.model().tokenizer().encode("busy");
+        dev.ortserve.engine.SamplingParams longRun = new dev.ortserve.engine.SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null,
+                2000, 0, true, java.util.List.of(), java.util.List.of(), false, true, null);
+        // the first sequence's subscriber holds the engine thread on its first token, so nothing moves until released
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        var running = host.engine().generate(new dev.ortserve.engine.GenerationRequest("a", prompt, longRun)).subscribe().with(e -> {
+            try {
+                release.await(30, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException ie) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        var queued = host.engine().generate(new dev.ortserve.engine.GenerationRequest("b", prompt, longRun)).subscribe().with(e -> { });
+        try {
+            given().contentType("application/json").header("Authorization", "Bearer " + KEY)
+                    .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"prompt\":\"x\",\"max_tokens\":2}")
+                    .post("/v1/completions").then()
+                    .statusCode(429).header("Retry-After", notNullValue()).body("error.type", equalTo("rate_limit_error"));
+        } finally {
+            release.countDown();
+            running.cancel();
+            queued.cancel();
+        }
+    }
+}

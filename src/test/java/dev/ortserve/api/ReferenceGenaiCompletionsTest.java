@@ -1,0 +1,13 @@
+package dev.ortserve.api;
+
+import io.quarkus.test.junit.QuarkusTest;
+import io.quarkus.test.junit.TestProfile;
+
+@QuarkusTest
+@TestProfile(ReferenceCompletionsTest.GenaiLayout.class)
+class ReferenceGenaiCompletionsTest extends ReferenceCompletionsTest {
+    @Override
+    String fixture() {
+        return "reference-llama-genai";
+    }
+}
