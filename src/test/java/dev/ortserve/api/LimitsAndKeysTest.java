@@ -45,14 +45,19 @@ class LimitsAndKeysTest extends ApiTest {
     dev.ortserve.service.GenerationModelHost host;
 
     @Test
-    void fullQueueIs429WithRetryAfter() {
+    void fullQueueIs429WithRetryAfter() throws InterruptedException {
         // occupy the single batch slot and the single queue place, then ask over HTTP
         int[] prompt = host.model().tokenizer().encode("busy");
         dev.ortserve.engine.SamplingParams longRun = new dev.ortserve.engine.SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null,
                 2000, 0, true, java.util.List.of(), java.util.List.of(), false, true, null);
         // the first sequence's subscriber holds the engine thread on its first token, so nothing moves until released
         java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch held = new java.util.concurrent.CountDownLatch(1);
         var running = host.engine().generate(new dev.ortserve.engine.GenerationRequest("a", prompt, longRun)).subscribe().with(e -> {
+            if (!Thread.currentThread().getName().equals("ortserve-engine")) {
+                return; // buffered tokens drained on the subscribing thread: only the engine thread is to be held
+            }
+            held.countDown();
             try {
                 release.await(30, java.util.concurrent.TimeUnit.SECONDS);
             } catch (InterruptedException ie) {
@@ -61,6 +66,8 @@ class LimitsAndKeysTest extends ApiTest {
         });
         var queued = host.engine().generate(new dev.ortserve.engine.GenerationRequest("b", prompt, longRun)).subscribe().with(e -> { });
         try {
+            org.junit.jupiter.api.Assertions.assertTrue(held.await(30, java.util.concurrent.TimeUnit.SECONDS));
+            org.junit.jupiter.api.Assertions.assertEquals(1, host.engine().waitingSequences());
             given().contentType("application/json").header("Authorization", "Bearer " + KEY)
                     .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"prompt\":\"x\",\"max_tokens\":2}")
                     .post("/v1/completions").then()
