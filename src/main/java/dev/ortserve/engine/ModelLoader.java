@@ -76,6 +76,9 @@ public final class ModelLoader {
             so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
             so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
             so.setInterOpNumThreads(1);
+            // The engine thread waits in run(); spinning intra-op threads would take the cores that the
+            // HTTP event loop needs to stream the tokens out.
+            so.addConfigEntry("session.intra_op.allow_spinning", "0");
             switch (options.executionProvider()) {
                 case "cpu" -> { }
                 case "cuda" -> {
