@@ -32,8 +32,16 @@ public interface OrtserveConfig {
     /** Directory of a sentence-transformers ONNX export; unset = the bundled all-MiniLM-L6-v2 (quantized). */
     Optional<Path> embeddingModelPath();
 
-    /** Model id of the embedding model; default: the directory's name, or all-minilm-l6-v2-q for the bundled one. */
+    /** Model id of the embedding model; default: the directory's name, or all-minilm-l6-v2 for the bundled one. */
     Optional<String> embeddingModelName();
+
+    /** Inputs per embedding forward pass. */
+    @WithDefault("32")
+    int embeddingMaxBatch();
+
+    /** Embedding requests waiting for the embedding worker; beyond this, 429. */
+    @WithDefault("256")
+    int embeddingQueueCapacity();
 
     /** cpu (default) or cuda; cuda needs the onnxruntime_gpu build (Maven profile -Pcuda). */
     @WithDefault("cpu")

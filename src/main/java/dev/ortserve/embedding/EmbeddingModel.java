@@ -24,14 +24,14 @@ import java.util.Map;
 
 /**
  * A sentence-transformers ONNX export (model.onnx + tokenizer.json, pooling and normalisation
- * from modules.json / 1_Pooling/config.json), or the bundled quantized all-MiniLM-L6-v2.
+ * from modules.json / 1_Pooling/config.json), or the bundled all-MiniLM-L6-v2.
  * {@link #embedBatch} runs one padded batch; threading and batching policy live in {@link EmbeddingEngine}.
  */
 public final class EmbeddingModel implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(EmbeddingModel.class);
     private static final ObjectMapper JSON = new ObjectMapper();
-    public static final String BUNDLED_ID = "all-minilm-l6-v2-q";
+    public static final String BUNDLED_ID = "all-minilm-l6-v2";
     /** sentence-transformers' max_seq_length for all-MiniLM-L6-v2 (its BERT positions go to 512). */
     static final int BUNDLED_MAX_TOKENS = 256;
     private static final Map<String, String> TOKENIZER_OPTIONS = Map.of("addSpecialTokens", "true",
@@ -78,13 +78,17 @@ public final class EmbeddingModel implements AutoCloseable {
         this.dimensions = (int) shape[shape.length - 1];
     }
 
-    /** The bundled all-MiniLM-L6-v2 (quantized), read from the langchain4j artifact's resources. */
+    /**
+     * The bundled all-MiniLM-L6-v2 (fp32), read from the langchain4j artifact's resources. Not the
+     * quantized sibling: its dynamic quantization computes one scale per tensor, so a vector would
+     * depend on whatever else shares its batch.
+     */
     public static EmbeddingModel loadBundled(String provider, int cudaDevice, int threads) {
         ClassLoader cl = EmbeddingModel.class.getClassLoader();
-        try (InputStream model = cl.getResourceAsStream("all-minilm-l6-v2-q.onnx");
-             InputStream tok = cl.getResourceAsStream("all-minilm-l6-v2-q-tokenizer.json")) {
+        try (InputStream model = cl.getResourceAsStream("all-minilm-l6-v2.onnx");
+             InputStream tok = cl.getResourceAsStream("all-minilm-l6-v2-tokenizer.json")) {
             if (model == null || tok == null) {
-                throw new ModelLoadException("The bundled embedding model (all-minilm-l6-v2-q.onnx and its tokenizer) is not on the classpath");
+                throw new ModelLoadException("The bundled embedding model (all-minilm-l6-v2.onnx and its tokenizer) is not on the classpath");
             }
             OrtEnvironment env = OrtEnvironment.getEnvironment();
             OrtSession session = env.createSession(model.readAllBytes(), options(provider, cudaDevice, threads));

@@ -12,7 +12,10 @@ public class ModelCatalog {
     @Inject
     GenerationModelHost generation;
 
+    @Inject
+    EmbeddingModelHost embedding;
+
     public List<ServedModelInfo> models() {
-        return List.of(generation.info());
+        return List.of(generation.info(), embedding.info());
     }
 }

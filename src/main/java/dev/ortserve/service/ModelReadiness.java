@@ -14,9 +14,13 @@ public class ModelReadiness implements HealthCheck {
     @Inject
     GenerationModelHost host;
 
+    @Inject
+    EmbeddingModelHost embeddings;
+
     @Override
     public HealthCheckResponse call() {
-        return HealthCheckResponse.named("model").status(host.ready())
-                .withData("model", String.valueOf(host.modelId())).build();
+        return HealthCheckResponse.named("models").status(host.ready() && embeddings.ready())
+                .withData("model", String.valueOf(host.modelId()))
+                .withData("embedding_model", String.valueOf(embeddings.modelId())).build();
     }
 }
