@@ -42,7 +42,15 @@ public final class SseWriter {
             response.putHeader(HttpHeaders.CACHE_CONTROL, "no-cache");
             response.putHeader("X-Accel-Buffering", "no");
             response.writeHead();
-            frames.subscribe().withSubscriber(new FrameSubscriber(response, context, () -> done.complete(null)));
+            FrameSubscriber subscriber = new FrameSubscriber(response, context, () -> done.complete(null));
+            // Subscribe on the next event-loop turn: tokens the engine already produced are written
+            // synchronously on subscription, and Quarkus REST must first finish registering its own
+            // handlers on this response (it cannot once the response has ended).
+            if (context != null) {
+                context.runOnContext(v -> frames.subscribe().withSubscriber(subscriber));
+            } else {
+                frames.subscribe().withSubscriber(subscriber);
+            }
         });
     }
 
