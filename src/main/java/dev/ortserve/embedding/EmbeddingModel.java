@@ -205,7 +205,9 @@ public final class EmbeddingModel implements AutoCloseable {
             in.put("attention_mask", OnnxTensor.createTensor(env, LongBuffer.wrap(mask), new long[] {b, len}));
             if (tokenTypeIds) in.put("token_type_ids", OnnxTensor.createTensor(env, LongBuffer.wrap(new long[b * len]), new long[] {b, len}));
             try (OrtSession.Result result = session.run(in, java.util.Set.of(output))) {
-                FloatBuffer hidden = ((OnnxTensor) result.get(0)).getFloatBuffer();
+                FloatBuffer buffer = ((OnnxTensor) result.get(0)).getFloatBuffer();
+                float[] hidden = buffer.hasArray() ? buffer.array() : new float[buffer.remaining()];
+                if (!buffer.hasArray()) buffer.get(hidden);
                 float[][] out = new float[b][];
                 for (int r = 0; r < b; r++) {
                     out[r] = pooledOutput ? row(hidden, r, dimensions) : pool(hidden, r, len, batch.get(r).length);
@@ -218,28 +220,28 @@ public final class EmbeddingModel implements AutoCloseable {
         }
     }
 
-    private float[] pool(FloatBuffer hidden, int row, int len, int real) {
+    private float[] pool(float[] hidden, int row, int len, int real) {
         int d = dimensions;
         float[] v = new float[d];
         int base = row * len * d;
         switch (pooling) {
-            case CLS -> hidden.get(base, v, 0, d);
-            case LAST_TOKEN -> hidden.get(base + (real - 1) * d, v, 0, d);
+            case CLS -> System.arraycopy(hidden, base, v, 0, d);
+            case LAST_TOKEN -> System.arraycopy(hidden, base + (real - 1) * d, v, 0, d);
             case MAX -> {
                 java.util.Arrays.fill(v, Float.NEGATIVE_INFINITY);
-                for (int t = 0; t < real; t++) for (int k = 0; k < d; k++) v[k] = Math.max(v[k], hidden.get(base + t * d + k));
+                for (int t = 0; t < real; t++) for (int k = 0; k < d; k++) v[k] = Math.max(v[k], hidden[base + t * d + k]);
             }
             case MEAN -> {
-                for (int t = 0; t < real; t++) for (int k = 0; k < d; k++) v[k] += hidden.get(base + t * d + k);
+                for (int t = 0; t < real; t++) for (int k = 0; k < d; k++) v[k] += hidden[base + t * d + k];
                 for (int k = 0; k < d; k++) v[k] /= real;
             }
         }
         return v;
     }
 
-    private static float[] row(FloatBuffer pooled, int row, int d) {
+    private static float[] row(float[] pooled, int row, int d) {
         float[] v = new float[d];
-        pooled.get(row * d, v, 0, d);
+        System.arraycopy(pooled, row * d, v, 0, d);
         return v;
     }
 

@@ -1,0 +1,58 @@
+package dev.ortserve.bench;
+
+import dev.ortserve.embedding.EmbeddingEngine;
+import dev.ortserve.embedding.EmbeddingInput;
+import dev.ortserve.embedding.EmbeddingModel;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * Embedding throughput (not part of the test run): 1,000 short sentences through the bundled
+ * all-MiniLM-L6-v2, in requests of 32 inputs (batched forward passes) versus one input per request.
+ * Run with {@code ./mvnw -Pbench test -Dtest=EmbeddingBenchmark}.
+ */
+@Tag("bench")
+class EmbeddingBenchmark {
+
+    static final String[] WORDS = ("the a server model request batch token vector search query document passage index "
+            + "fast slow small large river city answer question data cloud java engine memory queue thread").split(" ");
+
+    @Test
+    void batchedVersusOneByOne() throws Exception {
+        SplittableRandom random = new SplittableRandom(3);
+        List<String> sentences = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) {
+            StringBuilder s = new StringBuilder();
+            int n = 5 + random.nextInt(10);
+            for (int w = 0; w < n; w++) s.append(w == 0 ? "" : " ").append(WORDS[random.nextInt(WORDS.length)]);
+            sentences.add(s.append('.').toString());
+        }
+        try (EmbeddingEngine engine = new EmbeddingEngine(EmbeddingModel.loadBundled("cpu", 0, Runtime.getRuntime().availableProcessors()), 32, 64)) {
+            run(engine, sentences.subList(0, 64), 1);
+            run(engine, sentences.subList(0, 64), 32);
+            double single = run(engine, sentences, 1);
+            double batched = run(engine, sentences, 32);
+            String report = String.format("1000 short sentences, all-MiniLM-L6-v2 fp32, %d processors%n"
+                            + "one per request: %.1f sentences/s%nbatches of 32: %.1f sentences/s%nbatched / single: %.2fx (target >= 3)%n",
+                    Runtime.getRuntime().availableProcessors(), single, batched, batched / single);
+            System.out.println(report);
+            Files.writeString(Path.of("target", "bench-embeddings.md"), report);
+        }
+    }
+
+    static double run(EmbeddingEngine engine, List<String> sentences, int perRequest) {
+        long start = System.nanoTime();
+        for (int i = 0; i < sentences.size(); i += perRequest) {
+            List<EmbeddingInput> inputs = sentences.subList(i, Math.min(sentences.size(), i + perRequest)).stream().map(EmbeddingInput::ofText).toList();
+            engine.embed(inputs, false).await().atMost(Duration.ofMinutes(5));
+        }
+        return sentences.size() / ((System.nanoTime() - start) / 1e9);
+    }
+}
