@@ -25,6 +25,9 @@ public interface OrtserveConfig {
     /** Model id reported by /v1/models and required in requests; default: the model directory's name. */
     Optional<String> modelName();
 
+    /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
+    Optional<Path> chatTemplate();
+
     /** Where generated models (the demo model) are cached. */
     @WithDefault("${user.home}/.cache/ortserve/models")
     Path modelCacheDir();

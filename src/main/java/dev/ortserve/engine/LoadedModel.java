@@ -8,7 +8,7 @@ import java.nio.file.Path;
 /** A decoder model ready to run: its session (owned by the engine), tokenizer and spec. */
 public record LoadedModel(Path directory, Path modelFile, DecoderSpec spec, TextTokenizer tokenizer,
                           OrtEnvironment environment, OrtSession session, String executionProvider,
-                          String chatTemplate) implements AutoCloseable {
+                          String chatTemplate, java.util.Map<String, String> specialTokens) implements AutoCloseable {
 
     @Override
     public void close() {

@@ -59,7 +59,7 @@ public final class ModelLoader {
             LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, in %d ms",
                     spec.layout(), dir, dir.relativize(modelFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
                     spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(), (System.nanoTime() - start) / 1_000_000);
-            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template);
+            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir));
         } catch (RuntimeException e) {
             try {
                 session.close();
@@ -242,6 +242,20 @@ public final class ModelLoader {
             }
         }
         return null;
+    }
+
+    /** bos/eos/unk/pad token strings from tokenizer_config.json, as chat templates receive them. */
+    static java.util.Map<String, String> specialTokens(Path dir) {
+        java.util.Map<String, String> out = new java.util.LinkedHashMap<>();
+        Path file = dir.resolve("tokenizer_config.json");
+        if (!Files.isRegularFile(file)) return out;
+        JsonNode config = readJson(file);
+        for (String name : new String[] {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+            JsonNode v = config.get(name);
+            if (v == null || v.isNull()) continue;
+            out.put(name, v.isTextual() ? v.textValue() : v.path("content").asText());
+        }
+        return out;
     }
 
     private static int cap(int context, EngineOptions options) {

@@ -10,6 +10,7 @@ import dev.ortserve.engine.ModelLoader;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.modelgen.ModelGenerator;
 import dev.ortserve.engine.modelgen.ModelSize;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.ShutdownEvent;
@@ -43,6 +44,7 @@ public class GenerationModelHost {
     MeterRegistry registry;
 
     private volatile GenerationEngine engine;
+    private ChatPromptRenderer chatPrompts;
     private volatile boolean ready;
     private String modelId;
     private long createdAt;
@@ -67,6 +69,17 @@ public class GenerationModelHost {
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
                 config.engine().maxModelLen());
         LoadedModel model = ModelLoader.load(dir, options);
+        String template = model.chatTemplate();
+        if (config.chatTemplate().isPresent()) {
+            Path file = config.chatTemplate().get();
+            try {
+                template = java.nio.file.Files.readString(file);
+            } catch (IOException e) {
+                model.close();
+                throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_CHAT_TEMPLATE: cannot read " + file + ": " + e.getMessage(), e);
+            }
+        }
+        chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC());
         engine = new ContinuousBatchingEngine(model, options);
         createdAt = Instant.now().getEpochSecond();
         Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
@@ -109,6 +122,12 @@ public class GenerationModelHost {
 
     public LoadedModel model() {
         return engine().model();
+    }
+
+    /** The model's chat template and tokenizer, as chat completions and /tokenize use them. */
+    public ChatPromptRenderer chatPrompts() {
+        engine();
+        return chatPrompts;
     }
 
     /** Checks the request's model id before anything else is done with the request. */

@@ -4,6 +4,7 @@ import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.TokenizerApi;
 import dev.ortserve.api.model.DetokenizeRequest;
 import dev.ortserve.api.model.DetokenizeResponse;
+import dev.ortserve.api.model.TokenizeChatRequest;
 import dev.ortserve.api.model.TokenizeCompletionRequest;
 import dev.ortserve.api.model.TokenizeResponse;
 import dev.ortserve.api.union.TokenizeRequest;
@@ -22,18 +23,40 @@ public class TokenizerResource implements TokenizerApi {
     @Inject
     GenerationModelHost host;
 
+    @Inject
+    com.fasterxml.jackson.databind.ObjectMapper mapper;
+
     @Override
     public Uni<Response> tokenize(TokenizeRequest request) {
-        if (!(request.value() instanceof TokenizeCompletionRequest req)) {
-            throw ApiException.unsupported("messages", "Tokenizing chat 'messages' needs the chat template support that this build does not have yet; send 'prompt'.");
+        int[] ids;
+        boolean strings;
+        LoadedModel model;
+        if (request.value() instanceof TokenizeChatRequest chat) {
+            if (chat.getModel() != null) host.requireModel(chat.getModel());
+            if (Boolean.TRUE.equals(chat.getContinueFinalMessage())) {
+                throw ApiException.unsupported("continue_final_message", "'continue_final_message' is not supported yet.");
+            }
+            if (Boolean.TRUE.equals(chat.getAddSpecialTokens())) {
+                throw ApiException.unsupported("add_special_tokens", "With 'messages' the chat template places the special tokens; 'add_special_tokens' must be false.");
+            }
+            model = host.model();
+            List<java.util.Map<String, Object>> tools = chat.getTools() == null || chat.getTools().isEmpty() ? null
+                    : mapper.convertValue(chat.getTools(), new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { });
+            // the same rendering path as /v1/chat/completions: what this counts is what the model is fed
+            ids = host.chatPrompts().render(ChatRequests.templateMessages(chat.getMessages()), tools,
+                    !Boolean.FALSE.equals(chat.getAddGenerationPrompt()), chat.getChatTemplateKwargs()).tokenIds();
+            strings = Boolean.TRUE.equals(chat.getReturnTokenStrs());
+        } else {
+            TokenizeCompletionRequest req = (TokenizeCompletionRequest) request.value();
+            if (req.getModel() != null) host.requireModel(req.getModel());
+            model = host.model();
+            ids = model.tokenizer().encode(req.getPrompt(), !Boolean.FALSE.equals(req.getAddSpecialTokens()));
+            strings = Boolean.TRUE.equals(req.getReturnTokenStrs());
         }
-        if (req.getModel() != null) host.requireModel(req.getModel());
-        LoadedModel model = host.model();
-        int[] ids = model.tokenizer().encode(req.getPrompt(), !Boolean.FALSE.equals(req.getAddSpecialTokens()));
         List<Integer> tokens = new ArrayList<>(ids.length);
         for (int id : ids) tokens.add(id);
         TokenizeResponse response = new TokenizeResponse().tokens(tokens).count(ids.length).maxModelLen(model.spec().maxModelLen());
-        if (Boolean.TRUE.equals(req.getReturnTokenStrs())) {
+        if (strings) {
             response.tokenStrs(tokens.stream().map(model.tokenizer()::tokenText).toList());
         }
         return Uni.createFrom().item(Response.ok(response).build());

@@ -1,0 +1,108 @@
+package dev.ortserve.api.resource;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.model.ChatCompletionContentPart;
+import dev.ortserve.api.model.ChatCompletionContentPartText;
+import dev.ortserve.api.model.ChatCompletionMessageToolCall;
+import dev.ortserve.api.model.ChatCompletionRequestAssistantMessage;
+import dev.ortserve.api.model.ChatCompletionRequestDeveloperMessage;
+import dev.ortserve.api.model.ChatCompletionRequestMessage;
+import dev.ortserve.api.model.ChatCompletionRequestSystemMessage;
+import dev.ortserve.api.model.ChatCompletionRequestToolMessage;
+import dev.ortserve.api.model.ChatCompletionRequestUserMessage;
+import dev.ortserve.api.union.MessageContent;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** Chat messages as the chat template receives them: every field the API accepts, arguments parsed. */
+final class ChatRequests {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private ChatRequests() {
+    }
+
+    static List<Map<String, Object>> templateMessages(List<ChatCompletionRequestMessage> messages) {
+        List<Map<String, Object>> out = new ArrayList<>(messages.size());
+        for (int i = 0; i < messages.size(); i++) {
+            ChatCompletionRequestMessage message = messages.get(i);
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("role", message.getRole());
+            String param = "messages[" + i + "]";
+            if (message instanceof ChatCompletionRequestSystemMessage s) {
+                m.put("content", text(s.getContent(), param));
+                putIfSet(m, "name", s.getName());
+            } else if (message instanceof ChatCompletionRequestDeveloperMessage d) {
+                m.put("content", text(d.getContent(), param));
+                putIfSet(m, "name", d.getName());
+            } else if (message instanceof ChatCompletionRequestUserMessage u) {
+                m.put("content", text(u.getContent(), param));
+                putIfSet(m, "name", u.getName());
+            } else if (message instanceof ChatCompletionRequestAssistantMessage a) {
+                boolean calls = a.getToolCalls() != null && !a.getToolCalls().isEmpty();
+                if (a.getContent() == null && !calls) {
+                    throw ApiException.invalidRequest(param + ".content", "An assistant message needs 'content' or 'tool_calls'.");
+                }
+                m.put("content", a.getContent() == null ? null : text(a.getContent(), param));
+                putIfSet(m, "name", a.getName());
+                putIfSet(m, "reasoning_content", a.getReasoningContent());
+                if (calls) {
+                    List<Map<String, Object>> toolCalls = new ArrayList<>();
+                    for (ChatCompletionMessageToolCall call : a.getToolCalls()) {
+                        Map<String, Object> function = new LinkedHashMap<>();
+                        function.put("name", call.getFunction().getName());
+                        function.put("arguments", arguments(call.getFunction().getArguments()));
+                        Map<String, Object> c = new LinkedHashMap<>();
+                        c.put("id", call.getId());
+                        c.put("type", "function");
+                        c.put("function", function);
+                        toolCalls.add(c);
+                    }
+                    m.put("tool_calls", toolCalls);
+                }
+            } else if (message instanceof ChatCompletionRequestToolMessage t) {
+                m.put("content", text(t.getContent(), param));
+                m.put("tool_call_id", t.getToolCallId());
+                putIfSet(m, "name", t.getName());
+            }
+            out.add(m);
+        }
+        return out;
+    }
+
+    /** Templates expect a mapping; a JSON string that is not an object stays a string. */
+    private static Object arguments(String json) {
+        try {
+            return JSON.readValue(json, new TypeReference<LinkedHashMap<String, Object>>() { });
+        } catch (Exception notAnObject) {
+            return json;
+        }
+    }
+
+    private static String text(MessageContent content, String param) {
+        if (content == null) {
+            throw ApiException.invalidRequest(param + ".content", "'content' is required.");
+        }
+        if (content.isText()) return content.text();
+        StringBuilder out = new StringBuilder();
+        List<ChatCompletionContentPart> parts = content.parts();
+        for (int j = 0; j < parts.size(); j++) {
+            if (!(parts.get(j) instanceof ChatCompletionContentPartText t)) {
+                throw ApiException.unsupported(param + ".content[" + j + "]", "Content parts of type '" + parts.get(j).getType()
+                        + "' are not supported: this model takes text only.");
+            }
+            if (out.length() > 0) out.append('\n');
+            out.append(t.getText());
+        }
+        return out.toString();
+    }
+
+    private static void putIfSet(Map<String, Object> m, String key, Object value) {
+        if (value != null) m.put(key, value);
+    }
+}

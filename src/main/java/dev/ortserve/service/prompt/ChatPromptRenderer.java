@@ -1,0 +1,71 @@
+package dev.ortserve.service.prompt;
+
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.engine.LoadedModel;
+
+import java.time.Clock;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Turns a conversation into the exact prompt tokens the model is fed: role normalisation
+ * (developer becomes system; consecutive leading system messages merge into one), the model's
+ * chat template with its special tokens, then the tokenizer (no special tokens added: the
+ * template decides about BOS). Used by chat completions and by /tokenize alike.
+ */
+public final class ChatPromptRenderer {
+
+    private final LoadedModel model;
+    private final ChatTemplateRenderer template;
+
+    public ChatPromptRenderer(LoadedModel model, String templateSource, Clock clock) {
+        this.model = model;
+        this.template = templateSource == null ? null : new ChatTemplateRenderer(templateSource, clock);
+    }
+
+    public record Prompt(String text, int[] tokenIds) {
+    }
+
+    public Prompt render(List<Map<String, Object>> messages, List<Map<String, Object>> tools, boolean addGenerationPrompt,
+                         Map<String, Object> kwargs) {
+        if (template == null) {
+            throw ApiException.invalidRequest("messages", "The model has no chat template (tokenizer_config.json chat_template, "
+                    + "chat_template.jinja, or ortserve.chat-template); use /v1/completions.");
+        }
+        String text;
+        try {
+            text = template.render(normalise(messages), tools, addGenerationPrompt, kwargs, model.specialTokens());
+        } catch (ChatTemplateException e) {
+            throw ApiException.invalidRequest("messages", e.getMessage(), "chat_template_error");
+        }
+        return new Prompt(text, model.tokenizer().encode(text, false));
+    }
+
+    /** developer -> system, and the leading run of system messages merged (joined by a blank line). */
+    static List<Map<String, Object>> normalise(List<Map<String, Object>> messages) {
+        List<Map<String, Object>> out = new ArrayList<>(messages.size());
+        StringBuilder system = null;
+        int i = 0;
+        for (; i < messages.size(); i++) {
+            Map<String, Object> m = messages.get(i);
+            String role = String.valueOf(m.get("role"));
+            if (!role.equals("system") && !role.equals("developer")) break;
+            String content = String.valueOf(m.getOrDefault("content", ""));
+            system = system == null ? new StringBuilder(content) : system.append("\n\n").append(content);
+        }
+        if (system != null) {
+            Map<String, Object> merged = new LinkedHashMap<>();
+            merged.put("role", "system");
+            merged.put("content", system.toString());
+            out.add(merged);
+        }
+        for (; i < messages.size(); i++) {
+            Map<String, Object> m = new LinkedHashMap<>(messages.get(i));
+            if ("developer".equals(m.get("role"))) m.put("role", "system");
+            out.add(m);
+        }
+        return out;
+    }
+}
