@@ -64,6 +64,11 @@ class LimitsAndKeysTest extends ApiTest {
                 Thread.currentThread().interrupt();
             }
         });
+        // the first must have left the queue for the batch before the second takes the one queue place
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+        while (host.engine().waitingSequences() != 0 && System.nanoTime() < deadline) {
+            Thread.onSpinWait();
+        }
         var queued = host.engine().generate(new dev.ortserve.engine.GenerationRequest("b", prompt, longRun)).subscribe().with(e -> { });
         try {
             org.junit.jupiter.api.Assertions.assertTrue(held.await(30, java.util.concurrent.TimeUnit.SECONDS));

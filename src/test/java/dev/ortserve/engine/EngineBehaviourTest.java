@@ -134,12 +134,20 @@ class EngineBehaviourTest {
         try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
             Multi<TokenEvent> stream = engine.generate(EngineTestSupport.request(model.tokenizer().encode("cancel me"), greedyNoEos(1000)));
             CountDownLatch first = new CountDownLatch(1);
+            CountDownLatch checked = new CountDownLatch(1);
             AtomicReference<Cancellable> handle = new AtomicReference<>();
-            handle.set(stream.subscribe().with(e -> first.countDown()));
+            // the subscriber holds the engine thread on its first token until the test has looked
+            handle.set(stream.subscribe().with(e -> {
+                if (Thread.currentThread().getName().equals("ortserve-engine")) {
+                    first.countDown();
+                    await(checked);
+                }
+            }));
             assertTrue(first.await(30, TimeUnit.SECONDS));
             assertEquals(1, engine.runningSequences());
             long stepAtCancel = engine.steps();
             handle.get().cancel();
+            checked.countDown();
             // within one step of the cancel the sequence is gone
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
             while (engine.runningSequences() != 0 && System.nanoTime() < deadline) {
@@ -150,19 +158,34 @@ class EngineBehaviourTest {
         }
     }
 
+    private static void await(CountDownLatch latch) {
+        try {
+            latch.await(30, TimeUnit.SECONDS);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
     @Test
     void fullQueueIsRefusedAtOnce() throws Exception {
         EngineOptions small = OPTIONS.withLimits(1, 1, 4);
         try (GenerationEngine engine = new ContinuousBatchingEngine(model, small)) {
             int[] prompt = model.tokenizer().encode("busy");
-            Multi<TokenEvent> a = engine.generate(EngineTestSupport.request(prompt, greedyNoEos(2000)));
-            Cancellable ca = a.subscribe().with(e -> { });
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-            while (engine.runningSequences() == 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+            CountDownLatch release = new CountDownLatch(1);
+            CountDownLatch holding = new CountDownLatch(1);
+            // the running sequence's subscriber holds the engine thread, so nothing leaves the queue meanwhile
+            Cancellable ca = engine.generate(EngineTestSupport.request(prompt, greedyNoEos(2000))).subscribe().with(e -> {
+                if (Thread.currentThread().getName().equals("ortserve-engine")) {
+                    holding.countDown();
+                    await(release);
+                }
+            });
+            assertTrue(holding.await(30, TimeUnit.SECONDS));
             Multi<TokenEvent> b = engine.generate(EngineTestSupport.request(prompt, greedyNoEos(10)));
             assertEquals(1, engine.waitingSequences());
             assertThrows(EngineQueueFullException.class, () -> engine.generate(EngineTestSupport.request(prompt, greedyNoEos(10))));
             ca.cancel();
+            release.countDown();
             assertEquals(10, EngineTestSupport.collect(b).tokens().size());
         }
     }
