@@ -146,7 +146,8 @@ class CompletionsTest extends ApiTest {
         assertEquals(0.0, running);
         assertEquals(0.0, gauge("ortserve_requests_waiting"));
         long steps = host.engine().steps() - stepsBefore;
-        assertTrue(steps < 1500, "the sequence should stop soon after the client left, not run its 2000 tokens: " + steps + " steps");
+        // a sequence that ran to the end would take 2001 steps (prefill + 2000 decode steps)
+        assertTrue(steps < 1900, "the sequence should stop soon after the client left, not run its 2000 tokens: " + steps + " steps");
     }
 
     static double gauge(String name) {
