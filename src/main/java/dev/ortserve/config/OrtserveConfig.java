@@ -28,6 +28,12 @@ public interface OrtserveConfig {
     /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
     Optional<Path> chatTemplate();
 
+    /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic; unset = no tool calling. */
+    Optional<String> toolCallParser();
+
+    /** Reasoning parser of the served model: qwen3, deepseek_r1; unset = no reasoning split. */
+    Optional<String> reasoningParser();
+
     /** Where generated models (the demo model) are cached. */
     @WithDefault("${user.home}/.cache/ortserve/models")
     Path modelCacheDir();

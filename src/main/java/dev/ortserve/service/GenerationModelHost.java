@@ -45,11 +45,26 @@ public class GenerationModelHost {
 
     private volatile GenerationEngine engine;
     private ChatPromptRenderer chatPrompts;
+    private dev.ortserve.service.parse.ToolCallParser toolCallParser;
+    private dev.ortserve.service.parse.ReasoningParser reasoningParser;
+
+    /** The configured tool-call parser, or null when tool calling is off. */
+    public dev.ortserve.service.parse.ToolCallParser toolCallParser() {
+        return toolCallParser;
+    }
+
+    /** The configured reasoning parser, or null. */
+    public dev.ortserve.service.parse.ReasoningParser reasoningParser() {
+        return reasoningParser;
+    }
     private volatile boolean ready;
     private String modelId;
     private long createdAt;
 
     void start(@Observes StartupEvent event) {
+        // configuration mistakes fail before the model is loaded, with the valid names listed
+        toolCallParser = config.toolCallParser().map(dev.ortserve.service.parse.Parsers::toolCalls).orElse(null);
+        reasoningParser = config.reasoningParser().map(dev.ortserve.service.parse.Parsers::reasoning).orElse(null);
         Path dir;
         String defaultName;
         if (config.modelPath().isPresent()) {

@@ -91,6 +91,7 @@ class ChatCompletionsTest extends ApiTest {
     @Test
     void unsupportedFeaturesAreRefusedNotIgnored() {
         String tools = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}]";
+        // no tool-call parser is configured on this server
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + tools + "}").post("/v1/chat/completions")
                 .then().statusCode(400).body("error.param", equalTo("tools"));
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"response_format\":{\"type\":\"json_object\"}}").post("/v1/chat/completions")

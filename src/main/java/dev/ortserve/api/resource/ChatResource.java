@@ -72,6 +72,19 @@ public class ChatResource implements ChatApi {
     public Uni<Response> createChatCompletion(CreateChatCompletionRequest req) {
         host.requireModel(req.getModel());
         refuseUnsupported(req);
+        boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
+        if (hasTools && host.toolCallParser() == null) {
+            throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
+        }
+        boolean parseTools = hasTools && (req.getToolChoice() == null || req.getToolChoice().mode() == ToolChoice.Mode.AUTO);
+        List<java.util.Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(),
+                new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { }) : null;
+        java.util.Map<String, java.util.Map<String, Object>> schemas = new java.util.LinkedHashMap<>();
+        if (hasTools) {
+            req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
+                    t.getFunction().getParameters() == null ? java.util.Map.of() : t.getFunction().getParameters()));
+        }
+        Parsing parsing = new Parsing(host.reasoningParser(), parseTools ? host.toolCallParser() : null, schemas);
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -82,7 +95,7 @@ public class ChatResource implements ChatApi {
         if (req.getTopLogprobs() != null && !Boolean.TRUE.equals(req.getLogprobs())) {
             throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
-        ChatPromptRenderer.Prompt prompt = host.chatPrompts().render(ChatRequests.templateMessages(req.getMessages()), null,
+        ChatPromptRenderer.Prompt prompt = host.chatPrompts().render(ChatRequests.templateMessages(req.getMessages()), tools,
                 !Boolean.FALSE.equals(req.getAddGenerationPrompt()), req.getChatTemplateKwargs());
         var model = host.model();
         SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
@@ -92,7 +105,9 @@ public class ChatResource implements ChatApi {
         SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),
                 req.getRepetitionPenalty(), req.getFrequencyPenalty(), req.getPresencePenalty(), req.getLogitBias(), req.getSeed(),
                 maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens", req.getMinTokens(), req.getIgnoreEos(),
-                req.getStop(), req.getStopTokenIds(), req.getIncludeStopStrInOutput(), req.getSkipSpecialTokens(), topLogprobs);
+                req.getStop(), req.getStopTokenIds(), req.getIncludeStopStrInOutput(),
+                // parsers read the markers: keep special tokens in the text they parse
+                parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens(), topLogprobs);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n,
                 fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length), false, maxTokens != null);
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
@@ -100,17 +115,14 @@ public class ChatResource implements ChatApi {
         if (Boolean.TRUE.equals(req.getStream())) {
             Multi<ChoiceEvent> events = service.stream(call);
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
-            return SseWriter.stream(http.response(), frames(call, events, id, created, usage));
+            return SseWriter.stream(http.response(), frames(call, events, id, created, usage, parsing));
         }
-        return service.complete(call).map(results -> Response.ok(response(call, results, id, created)).build());
+        return service.complete(call).map(results -> Response.ok(response(call, results, id, created, parsing)).build());
     }
 
     private static void refuseUnsupported(CreateChatCompletionRequest req) {
-        if (req.getTools() != null && !req.getTools().isEmpty()) {
-            throw ApiException.unsupported("tools", "Tool calling is not available in this build of ortserve yet.");
-        }
         if (req.getToolChoice() != null && req.getToolChoice().mode() != ToolChoice.Mode.NONE && req.getToolChoice().mode() != ToolChoice.Mode.AUTO) {
-            throw ApiException.unsupported("tool_choice", "'tool_choice' other than 'none' or 'auto' needs tools, which this build does not support yet.");
+            throw ApiException.unsupported("tool_choice", "'tool_choice' 'required' or a named function needs constrained decoding, which this build does not have yet; use 'auto'.");
         }
         if (req.getResponseFormat() != null && !(req.getResponseFormat() instanceof ResponseFormatText)) {
             throw ApiException.unsupported("response_format", "Structured outputs (json_object, json_schema) are not available in this build yet.");
@@ -126,14 +138,30 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created) {
+    /** The configured parsers for this request (either may be null) and the request's tool schemas. */
+    record Parsing(dev.ortserve.service.parse.ReasoningParser reasoning, dev.ortserve.service.parse.ToolCallParser tools,
+                   java.util.Map<String, java.util.Map<String, Object>> schemas) {
+        boolean active() {
+            return reasoning != null || tools != null;
+        }
+
+        ChatOutput parse(String text) {
+            return ChatOutput.of(text, reasoning, tools, schemas);
+        }
+    }
+
+    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, Parsing parsing) {
         List<ChatCompletionChoice> choices = new ArrayList<>();
         int completionTokens = 0;
         for (int i = 0; i < results.size(); i++) {
             ChoiceResult r = results.get(i);
-            ChatCompletionChoice choice = new ChatCompletionChoice().index(i)
-                    .message(new ChatCompletionResponseMessage().role(ChatCompletionResponseMessage.RoleEnum.ASSISTANT).content(r.text()).toolCalls(null))
-                    .finishReason(finish(r.finishReason())).stopReason(StopReason.of(r.stopReason()));
+            ChatOutput out = parsing.parse(r.text());
+            ChatCompletionResponseMessage message = new ChatCompletionResponseMessage().role(ChatCompletionResponseMessage.RoleEnum.ASSISTANT)
+                    .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
+                    .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls()));
+            ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
+                    .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
+                    .stopReason(StopReason.of(r.stopReason()));
             if (call.sampling().topLogprobs() != null) choice.logprobs(logprobs(r.logprobs()));
             choices.add(choice);
             completionTokens += r.generatedTokens();
@@ -143,28 +171,37 @@ public class ChatResource implements ChatApi {
                 .usage(CompletionsResource.usage(CompletionsResource.promptTokens(call), completionTokens));
     }
 
-    private Multi<String> frames(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage) {
+    private Multi<String> frames(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage, Parsing parsing) {
         AtomicInteger completionTokens = new AtomicInteger();
         int promptTokens = CompletionsResource.promptTokens(call);
         List<String> roles = new ArrayList<>();
+        ChoiceStream[] streams = new ChoiceStream[call.choices()];
         for (int i = 0; i < call.choices(); i++) {
+            streams[i] = new ChoiceStream();
             roles.add(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null))))));
         }
         Multi<String> body = events.map(e -> {
             completionTokens.incrementAndGet();
             StringBuilder out = new StringBuilder();
-            boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
-            if (!e.event().textDelta().isEmpty() || withLogprobs) {
-                ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(e.index())
-                        .delta(new ChatCompletionStreamDelta().content(e.event().textDelta()).toolCalls(null));
-                if (withLogprobs) choice.logprobs(logprobs(List.of(e.event().logprob())));
-                out.append(frame(chunk(id, created).choices(List.of(choice))));
+            int index = e.index();
+            if (!parsing.active()) {
+                boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
+                if (!e.event().textDelta().isEmpty() || withLogprobs) {
+                    ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index)
+                            .delta(new ChatCompletionStreamDelta().content(e.event().textDelta()).toolCalls(null));
+                    if (withLogprobs) choice.logprobs(logprobs(List.of(e.event().logprob())));
+                    out.append(frame(chunk(id, created).choices(List.of(choice))));
+                }
+            } else {
+                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, parsing, id, created));
             }
             if (e.event().finishReason() != null) {
-                out.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(e.index())
+                boolean called = streams[index].called;
+                out.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
-                        .finishReason(finish(e.event().finishReason())).stopReason(StopReason.of(e.event().stopReason()))))));
+                        .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
+                        .stopReason(StopReason.of(e.event().stopReason()))))));
             }
             return out.toString();
         }).filter(f -> !f.isEmpty());
@@ -177,6 +214,71 @@ public class ChatResource implements ChatApi {
         return Multi.createBy().concatenating().streams(Multi.createFrom().iterable(roles), body, tail)
                 .onFailure().recoverWithMulti(failure -> Multi.createFrom().items(
                         "data: " + errors.json(CompletionsResource.streamError(failure)) + "\n\n", "data: [DONE]\n\n"));
+    }
+
+    /** What a choice has streamed so far when parsers split its text. */
+    private static final class ChoiceStream {
+        final StringBuilder text = new StringBuilder();
+        int reasoningSent;
+        int contentSent;
+        boolean called;
+    }
+
+    /** Text that might still turn into a marker ({@code </think>}) is held back until it cannot. */
+    private static final int MARKER_HOLD_BACK = 16;
+
+    /**
+     * Reasoning and content deltas for one more piece of text. With a tool-call parser the whole
+     * output is held until the end (a call is only known once it is complete): then the content,
+     * and each call as one delta with its id, type and name and one with all of its arguments.
+     */
+    private String parsedDeltas(ChoiceStream st, int index, String delta, boolean last, Parsing parsing, String id, long created) {
+        st.text.append(delta);
+        if (parsing.tools() != null && !last) return "";
+        ChatOutput out = parsing.parse(st.text.toString());
+        StringBuilder frames = new StringBuilder();
+        String reasoning = out.reasoning() == null ? "" : out.reasoning();
+        String content = out.content() == null ? "" : out.content();
+        int reasoningEnd = last || out.content() != null ? reasoning.length() : Math.max(0, reasoning.length() - MARKER_HOLD_BACK);
+        int contentEnd = last ? content.length() : Math.max(0, content.length() - MARKER_HOLD_BACK);
+        if (reasoningEnd > st.reasoningSent) {
+            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                    .delta(new ChatCompletionStreamDelta().reasoningContent(reasoning.substring(st.reasoningSent, reasoningEnd)).toolCalls(null))))));
+            st.reasoningSent = reasoningEnd;
+        }
+        if (contentEnd > st.contentSent) {
+            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                    .delta(new ChatCompletionStreamDelta().content(content.substring(st.contentSent, contentEnd)).toolCalls(null))))));
+            st.contentSent = contentEnd;
+        }
+        if (last) {
+            List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls = out.calls();
+            for (int k = 0; k < calls.size(); k++) {
+                st.called = true;
+                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
+                                .id(callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
+                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(calls.get(k).name()).arguments("")))))))));
+                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
+                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(calls.get(k).arguments())))))))));
+            }
+        }
+        return frames.toString();
+    }
+
+    static String callId() {
+        return "call_" + UUID.randomUUID().toString().replace("-", "").substring(0, 24);
+    }
+
+    static List<dev.ortserve.api.model.ChatCompletionMessageToolCall> toolCalls(List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls) {
+        List<dev.ortserve.api.model.ChatCompletionMessageToolCall> out = new ArrayList<>();
+        for (var c : calls) {
+            out.add(new dev.ortserve.api.model.ChatCompletionMessageToolCall().id(callId())
+                    .type(dev.ortserve.api.model.ChatCompletionMessageToolCall.TypeEnum.FUNCTION)
+                    .function(new dev.ortserve.api.model.ChatCompletionMessageToolCallFunction().name(c.name()).arguments(c.arguments())));
+        }
+        return out;
     }
 
     private ChatCompletionChunk chunk(String id, long created) {
