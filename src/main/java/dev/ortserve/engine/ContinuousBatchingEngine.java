@@ -150,7 +150,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     private void loop() {
         while (true) {
-            List<Sequence> joining;
+            List<Sequence> joining = List.of();
             lock.lock();
             try {
                 while (!closed && queue.isEmpty() && rows.isEmpty() && prefilling.isEmpty()) {
@@ -180,7 +180,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                     repack(leaving, joining);
                 }
             } catch (Throwable e) {
-                failAll(e);
+                failAll(e, joining);
             }
         }
         shutdown();
@@ -245,7 +245,17 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             }
             int n = Math.min(budget, s.prompt.length - s.length);
             budget -= n;
-            prefill(s, n);
+            try {
+                prefill(s, n);
+            } catch (OrtException | RuntimeException e) {
+                // a prompt the model cannot run fails alone; the batch and the other prompts go on
+                LOG.error("Prefill failed for one sequence", e);
+                s.releaseOwnKv();
+                s.fail(new EngineStepException("The model failed on this prompt: " + e.getMessage(), e));
+                prefilling.remove(i--);
+                s.leave();
+                continue;
+            }
             if (s.length == s.prompt.length) {
                 prefilling.remove(i--);
                 if (s.done()) {
@@ -376,9 +386,14 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     }
 
     /** A forward pass failed: the sequences in flight end with the error; the loop goes on with an empty batch. */
-    private void failAll(Throwable e) {
+    private void failAll(Throwable e, List<Sequence> joining) {
         LOG.error("Engine step failed; failing the sequences in flight", e);
         EngineStepException failure = new EngineStepException("The model failed during generation: " + e.getMessage(), e);
+        for (Sequence s : joining) {
+            s.releaseOwnKv();
+            s.fail(failure);
+            s.leave();
+        }
         for (Sequence s : rows) {
             s.fail(failure);
         }

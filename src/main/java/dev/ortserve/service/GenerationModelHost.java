@@ -95,6 +95,12 @@ public class GenerationModelHost {
             }
         }
         chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC());
+        try {
+            chatPrompts.probe();
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
         engine = new ContinuousBatchingEngine(model, options);
         createdAt = Instant.now().getEpochSecond();
         Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)

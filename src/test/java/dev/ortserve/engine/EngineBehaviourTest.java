@@ -191,6 +191,21 @@ class EngineBehaviourTest {
     }
 
     @Test
+    void aFailingForwardPassFailsOnlyItsSequenceAndTheEngineGoesOn() {
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            int[] good = model.tokenizer().encode("a good prompt");
+            Multi<TokenEvent> running = engine.generate(EngineTestSupport.request(good, greedyNoEos(40)));
+            // token ids past the embedding table make ONNX Runtime's Gather fail in this prompt's prefill
+            Multi<TokenEvent> broken = engine.generate(EngineTestSupport.request(new int[] {1, 2, 50_000}, greedyNoEos(5)));
+            Throwable failure = assertThrows(RuntimeException.class, () -> EngineTestSupport.collect(broken));
+            assertTrue(failure instanceof EngineStepException || failure.getCause() instanceof EngineStepException, failure.toString());
+            assertEquals(40, EngineTestSupport.collect(running).tokens().size(), "the other sequence is not affected");
+            assertEquals(5, EngineTestSupport.collect(engine.generate(EngineTestSupport.request(good, greedyNoEos(5)))).tokens().size());
+            assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
     void streamedDeltasOfMultiByteTextEqualTheFullDecode() {
         // the reference tokenizer has one token per byte: multi-byte characters arrive in pieces
         try (LoadedModel reference = ModelLoader.load(EngineTestSupport.REFERENCE, EngineOptions.defaults())) {

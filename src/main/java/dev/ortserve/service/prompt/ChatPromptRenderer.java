@@ -28,6 +28,22 @@ public final class ChatPromptRenderer {
     public record Prompt(String text, int[] tokenIds) {
     }
 
+    /**
+     * Renders a one-message conversation so that a template that does not compile stops startup
+     * instead of failing the first request. A template that raises on purpose (raise_exception) is
+     * fine: that is its answer to this conversation, not a broken template.
+     */
+    public void probe() {
+        if (template == null) return;
+        try {
+            template.render(List.of(Map.of("role", "user", "content", "ping")), null, true, Map.of(), model.specialTokens());
+        } catch (ChatTemplateException e) {
+            if (!e.isRaisedByTemplate()) {
+                throw new dev.ortserve.engine.ModelLoadException("The chat template cannot be rendered: " + e.getMessage(), e);
+            }
+        }
+    }
+
     public Prompt render(List<Map<String, Object>> messages, List<Map<String, Object>> tools, boolean addGenerationPrompt,
                          Map<String, Object> kwargs) {
         if (template == null) {

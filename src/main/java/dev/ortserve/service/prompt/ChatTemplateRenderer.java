@@ -126,7 +126,7 @@ public final class ChatTemplateRenderer {
                     Throwable cause = error.getException();
                     while (cause != null && !(cause instanceof ChatTemplateException) && cause.getCause() != cause) cause = cause.getCause();
                     if (cause instanceof ChatTemplateException raised) throw raised;
-                    throw new ChatTemplateException("The chat template failed: " + error.getMessage());
+                    throw new ChatTemplateException("The chat template failed: " + error.getMessage(), error.getException());
                 }
             }
             return result.getOutput();

@@ -1,0 +1,64 @@
+package dev.ortserve.service.prompt;
+
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.modelgen.ModelGenerator;
+import dev.ortserve.engine.modelgen.ModelSize;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.time.Clock;
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class ChatPromptRendererTest {
+
+    @TempDir
+    static Path dir;
+    static LoadedModel model;
+
+    @BeforeAll
+    static void load() throws Exception {
+        model = ModelLoader.load(ModelGenerator.generate(ModelSize.TINY, 3, dir.resolve("tiny")), EngineOptions.defaults());
+    }
+
+    @AfterAll
+    static void close() {
+        model.close();
+    }
+
+    @Test
+    void leadingSystemAndDeveloperMessagesMergeIntoOneSystemMessage() {
+        List<Map<String, Object>> out = ChatPromptRenderer.normalise(List.of(
+                Map.of("role", "system", "content", "A"), Map.of("role", "developer", "content", "B"),
+                Map.of("role", "user", "content", "hi"), Map.of("role", "developer", "content", "later")));
+        assertEquals(List.of(Map.of("role", "system", "content", "A\n\nB"), Map.of("role", "user", "content", "hi"),
+                Map.of("role", "system", "content", "later")), out);
+    }
+
+    @Test
+    void promptTokensAreTheTokenizedTemplateText() {
+        ChatPromptRenderer renderer = new ChatPromptRenderer(model, model.chatTemplate(), Clock.systemUTC());
+        ChatPromptRenderer.Prompt p = renderer.render(List.of(Map.of("role", "user", "content", "hi")), null, true, Map.of());
+        assertEquals("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", p.text());
+        assertArrayEquals(model.tokenizer().encode(p.text()), p.tokenIds());
+        assertTrue(p.tokenIds()[0] == 257, "the <|im_start|> special token is one token");
+    }
+
+    @Test
+    void aTemplateThatDoesNotRenderStopsStartupButOneThatRaisesOnPurposeDoesNot() {
+        assertThrows(ModelLoadException.class, () -> new ChatPromptRenderer(model, "{{ messages[0].content | nosuchfilter(1) }}{% if %}", Clock.systemUTC()).probe());
+        assertDoesNotThrow(() -> new ChatPromptRenderer(model, "{{ raise_exception('System role required') }}", Clock.systemUTC()).probe());
+    }
+}
