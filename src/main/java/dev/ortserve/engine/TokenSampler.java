@@ -25,7 +25,6 @@ final class TokenSampler {
     private final Map<Integer, Integer> counts = new HashMap<>(); // generated only
     private int generated;
     private float[] probs;
-    private Integer[] order;
 
     TokenSampler(SamplingParams params, Set<Integer> eosIds, int vocab, int[] prompt) {
         this.params = params;
@@ -105,18 +104,12 @@ final class TokenSampler {
         if (!filter) {
             return draw(probs, null, n, sum);
         }
-        // sort candidate ids by probability (descending, ties by id for determinism)
-        if (order == null || order.length != n) {
-            order = new Integer[n];
-        }
-        for (int i = 0; i < n; i++) order[i] = i;
-        float[] p = probs;
-        Arrays.sort(order, (a, b) -> p[a] != p[b] ? Float.compare(p[b], p[a]) : Integer.compare(a, b));
-        int keep = k;
-        double maxP = p[order[0]] / sum;
+        int[] ranked = rank(probs, k);
+        int keep = ranked.length;
+        double maxP = probs[ranked[0]] / sum;
         double cumulative = 0;
-        for (int r = 0; r < keep; r++) {
-            double pr = p[order[r]] / sum;
+        for (int r = 0; r < ranked.length; r++) {
+            double pr = probs[ranked[r]] / sum;
             if (params.minP() > 0 && pr < params.minP() * maxP) {
                 keep = Math.max(1, r);
                 break;
@@ -128,11 +121,68 @@ final class TokenSampler {
             }
         }
         double kept = 0;
-        for (int r = 0; r < keep; r++) kept += p[order[r]];
-        return draw(p, order, keep, kept);
+        for (int r = 0; r < keep; r++) kept += probs[ranked[r]];
+        return draw(probs, ranked, keep, kept);
     }
 
-    private int draw(float[] p, Integer[] ids, int count, double total) {
+    /**
+     * The ids of the {@code k} most probable tokens, most probable first (ties: lower id first),
+     * with primitive keys: probabilities are non-negative, so their float bits order like the values.
+     */
+    static int[] rank(float[] p, int k) {
+        int n = p.length;
+        long[] keys;
+        if (k < n) {
+            // keep the k largest in a min-heap of keys (smallest key = least probable at the root)
+            keys = new long[k];
+            int size = 0;
+            for (int id = 0; id < n; id++) {
+                long key = key(p[id], id);
+                if (size < k) {
+                    keys[size] = key;
+                    siftUp(keys, size++);
+                } else if (key > keys[0]) {
+                    keys[0] = key;
+                    siftDown(keys, k);
+                }
+            }
+        } else {
+            keys = new long[n];
+            for (int id = 0; id < n; id++) keys[id] = key(p[id], id);
+        }
+        java.util.Arrays.sort(keys);
+        int[] ids = new int[keys.length];
+        for (int r = 0; r < keys.length; r++) ids[r] = (int) (Integer.MAX_VALUE - (keys[keys.length - 1 - r] & 0xFFFFFFFFL));
+        return ids;
+    }
+
+    /** Larger key = more probable, and for equal probability the lower id. */
+    private static long key(float prob, int id) {
+        return ((long) Float.floatToIntBits(prob) << 32) | (Integer.MAX_VALUE - id);
+    }
+
+    private static void siftUp(long[] h, int i) {
+        while (i > 0) {
+            int parent = (i - 1) / 2;
+            if (h[parent] <= h[i]) return;
+            long t = h[parent]; h[parent] = h[i]; h[i] = t;
+            i = parent;
+        }
+    }
+
+    private static void siftDown(long[] h, int size) {
+        int i = 0;
+        while (true) {
+            int l = 2 * i + 1, r = l + 1, m = i;
+            if (l < size && h[l] < h[m]) m = l;
+            if (r < size && h[r] < h[m]) m = r;
+            if (m == i) return;
+            long t = h[m]; h[m] = h[i]; h[i] = t;
+            i = m;
+        }
+    }
+
+    private int draw(float[] p, int[] ids, int count, double total) {
         double target = random.nextDouble() * total;
         double acc = 0;
         int last = ids == null ? 0 : ids[0];
