@@ -20,7 +20,16 @@ public record SamplingParams(double temperature, double topP, int topK, double m
                              double repetitionPenalty, double frequencyPenalty, double presencePenalty,
                              Map<Integer, Float> logitBias, Long seed, int maxTokens, int minTokens, boolean ignoreEos,
                              List<String> stop, List<Integer> stopTokenIds, boolean includeStopStrInOutput,
-                             boolean skipSpecialTokens, Integer topLogprobs) {
+                             boolean skipSpecialTokens, Integer topLogprobs, TokenConstraint constraint) {
+
+    /** Without a constraint. */
+    public SamplingParams(double temperature, double topP, int topK, double minP, double repetitionPenalty, double frequencyPenalty,
+                          double presencePenalty, Map<Integer, Float> logitBias, Long seed, int maxTokens, int minTokens, boolean ignoreEos,
+                          List<String> stop, List<Integer> stopTokenIds, boolean includeStopStrInOutput, boolean skipSpecialTokens,
+                          Integer topLogprobs) {
+        this(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty, logitBias, seed, maxTokens, minTokens,
+                ignoreEos, stop, stopTokenIds, includeStopStrInOutput, skipSpecialTokens, topLogprobs, null);
+    }
 
     public SamplingParams {
         logitBias = logitBias == null ? Map.of() : Map.copyOf(logitBias);
@@ -40,18 +49,34 @@ public record SamplingParams(double temperature, double topP, int topK, double m
     public SamplingParams withSeed(Long newSeed) {
         return new SamplingParams(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty,
                 logitBias, newSeed, maxTokens, minTokens, ignoreEos, stop, stopTokenIds, includeStopStrInOutput,
-                skipSpecialTokens, topLogprobs);
+                skipSpecialTokens, topLogprobs, constraint);
     }
 
     public SamplingParams withStop(List<String> newStop, boolean includeStop) {
         return new SamplingParams(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty,
                 logitBias, seed, maxTokens, minTokens, ignoreEos, newStop, stopTokenIds, includeStop,
-                skipSpecialTokens, topLogprobs);
+                skipSpecialTokens, topLogprobs, constraint);
     }
 
     public SamplingParams withMaxTokens(int newMaxTokens) {
         return new SamplingParams(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty,
                 logitBias, seed, newMaxTokens, minTokens, ignoreEos, stop, stopTokenIds, includeStopStrInOutput,
-                skipSpecialTokens, topLogprobs);
+                skipSpecialTokens, topLogprobs, constraint);
+    }
+
+    /**
+     * The same sampling restricted by a grammar. Stop strings are dropped (they must not cut a
+     * structured value) and special tokens are kept in the text (the grammar saw their bytes).
+     */
+    public SamplingParams withConstraint(TokenConstraint newConstraint) {
+        return new SamplingParams(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty,
+                logitBias, seed, maxTokens, minTokens, ignoreEos, List.of(), stopTokenIds, includeStopStrInOutput,
+                false, topLogprobs, newConstraint);
+    }
+
+    public SamplingParams withTopLogprobs(Integer newTopLogprobs) {
+        return new SamplingParams(temperature, topP, topK, minP, repetitionPenalty, frequencyPenalty, presencePenalty,
+                logitBias, seed, maxTokens, minTokens, ignoreEos, stop, stopTokenIds, includeStopStrInOutput,
+                skipSpecialTokens, newTopLogprobs, constraint);
     }
 }

@@ -44,7 +44,10 @@ final class TokenSampler {
     Choice next(float[] logits, TextTokenizer tokenizer) {
         process(logits);
         int token;
-        if (params.isGreedy()) {
+        if (params.constraint() != null && nothingAllowed(logits)) {
+            // a grammar allows only end-of-sequence while min_tokens forbids it: the grammar wins
+            token = eosIds.iterator().next();
+        } else if (params.isGreedy()) {
             token = argmax(logits);
         } else {
             token = sample(logits);
@@ -52,6 +55,11 @@ final class TokenSampler {
         TokenLogprob lp = params.topLogprobs() == null ? null : logprob(logits, token, params.topLogprobs(), tokenizer);
         accept(token);
         return new Choice(token, lp);
+    }
+
+    private static boolean nothingAllowed(float[] logits) {
+        for (float l : logits) if (l != Float.NEGATIVE_INFINITY) return false;
+        return true;
     }
 
     private void accept(int token) {

@@ -1,0 +1,141 @@
+package dev.ortserve.service.structured;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.engine.grammar.ByteDfa;
+import dev.ortserve.engine.grammar.GrammarConstraint;
+import dev.ortserve.engine.grammar.GrammarTooLargeException;
+import dev.ortserve.engine.grammar.Nfa;
+import dev.ortserve.engine.grammar.TokenVocabulary;
+import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.parse.ToolCallParser;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+
+/**
+ * Turns structured-output requests (JSON mode, JSON Schema, forced tool calls) into token
+ * constraints for the served model. Schemas are compiled once and cached by their text, so a
+ * schema used again keeps its automaton and its per-state token masks.
+ */
+@ApplicationScoped
+public class StructuredOutputs {
+
+    private static final int CACHED_GRAMMARS = 64;
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    @Inject
+    GenerationModelHost host;
+
+    private volatile TokenVocabulary vocabulary;
+    private final Map<String, GrammarConstraint> cache = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, GrammarConstraint> eldest) {
+            return size() > CACHED_GRAMMARS;
+        }
+    };
+
+    /** Any JSON object ({@code json_object}). */
+    public TokenConstraint jsonObject() {
+        return cached("object", nfa -> JsonSchemaGrammar.anyObject(nfa), "response_format");
+    }
+
+    /** JSON valid against {@code schema}; a schema that cannot be compiled is a 400 naming {@code param} and the keyword. */
+    public TokenConstraint jsonSchema(Map<String, Object> schema, String param) {
+        JsonNode node = JSON.valueToTree(schema == null ? Map.of() : schema);
+        return cached("schema:" + node, nfa -> JsonSchemaGrammar.compile(nfa, node), param);
+    }
+
+    /**
+     * One call, in the model's tool-call format, to {@code forcedName} or (null) to any of the
+     * tools, with arguments valid against that tool's parameters schema.
+     */
+    public TokenConstraint toolCall(ToolCallParser parser, Map<String, Map<String, Object>> tools, String forcedName, String param) {
+        String format = parser == null ? null : parser.name();
+        if (!"hermes".equals(format) && !"llama3_json".equals(format)) {
+            throw ApiException.unsupported(param, "Forcing a tool call needs a JSON tool-call format (hermes or llama3_json); this server's is "
+                    + (format == null ? "not configured" : "'" + format + "'") + ".");
+        }
+        Map<String, Map<String, Object>> chosen = new LinkedHashMap<>();
+        if (forcedName != null) {
+            if (!tools.containsKey(forcedName)) {
+                throw ApiException.invalidRequest(param, "'tool_choice' names the function '" + forcedName + "', which is not in 'tools'.");
+            }
+            chosen.put(forcedName, tools.get(forcedName));
+        } else {
+            chosen.putAll(tools);
+        }
+        JsonNode key = JSON.valueToTree(Map.of("format", format, "tools", chosen));
+        return cached("call:" + key, nfa -> {
+            List<Nfa.Frag> calls = new ArrayList<>();
+            for (Map.Entry<String, Map<String, Object>> e : chosen.entrySet()) {
+                JsonNode parameters = JSON.valueToTree(e.getValue() == null || e.getValue().isEmpty()
+                        ? Map.of("type", "object") : e.getValue());
+                String name = JSON.getNodeFactory().textNode(e.getKey()).toString();
+                Nfa.Frag args = JsonSchemaGrammar.compile(nfa, parameters);
+                Nfa.Frag call = format.equals("hermes")
+                        ? nfa.seq(nfa.literal("<tool_call>\n{\"name\": " + name + ", \"arguments\": "), args, nfa.literal("}\n</tool_call>"))
+                        : nfa.seq(nfa.literal("{\"name\": " + name + ", \"parameters\": "), args, nfa.literal("}"));
+                calls.add(call);
+            }
+            return calls.size() == 1 ? calls.get(0) : nfa.alt(calls);
+        }, param);
+    }
+
+    private TokenConstraint cached(String key, Function<Nfa, Nfa.Frag> grammar, String param) {
+        synchronized (cache) {
+            GrammarConstraint hit = cache.get(key);
+            if (hit != null) return hit;
+        }
+        GrammarConstraint built;
+        try {
+            Nfa nfa = new Nfa();
+            Nfa.Frag frag = grammar.apply(nfa);
+            built = new GrammarConstraint(new ByteDfa(nfa, frag), vocabulary());
+        } catch (SchemaException e) {
+            throw ApiException.invalidRequest(param, e.getMessage() + (e.path().isEmpty() ? "" : " (at '" + e.path() + "')"),
+                    "invalid_json_schema");
+        } catch (GrammarTooLargeException e) {
+            throw ApiException.invalidRequest(param, "The schema is too large to enforce: " + e.getMessage() + ".", "invalid_json_schema");
+        }
+        synchronized (cache) {
+            cache.putIfAbsent(key, built);
+            return cache.get(key);
+        }
+    }
+
+    private TokenVocabulary vocabulary() {
+        TokenVocabulary v = vocabulary;
+        if (v == null) {
+            synchronized (this) {
+                if (vocabulary == null) {
+                    LoadedModel model = host.model();
+                    Path tokenizer = model.directory().resolve("tokenizer.json");
+                    if (!Files.isRegularFile(tokenizer)) {
+                        throw ApiException.unsupported("response_format", "Structured outputs need the model's tokenizer.json.");
+                    }
+                    try {
+                        vocabulary = TokenVocabulary.load(tokenizer, Math.max(model.spec().vocabSize(), model.tokenizer().vocabSize()),
+                                model.spec().eosIds());
+                    } catch (IOException e) {
+                        throw new UncheckedIOException(e);
+                    }
+                }
+                v = vocabulary;
+            }
+        }
+        return v;
+    }
+}
