@@ -1,15 +1,13 @@
-package dev.ortserve.api.resource;
+package dev.ortserve.service.parse;
 
-import dev.ortserve.service.parse.ReasoningParser;
-import dev.ortserve.service.parse.ToolCallParser;
 
 import java.util.List;
 import java.util.Map;
 
 /** A choice's text split by the configured parsers into reasoning, content and tool calls. */
-record ChatOutput(String reasoning, String content, List<ToolCallParser.ToolCall> calls) {
+public record ChatOutput(String reasoning, String content, List<ToolCallParser.ToolCall> calls) {
 
-    static ChatOutput of(String text, ReasoningParser reasoning, ToolCallParser tools, Map<String, Map<String, Object>> schemas) {
+    public static ChatOutput of(String text, ReasoningParser reasoning, ToolCallParser tools, Map<String, Map<String, Object>> schemas) {
         String thought = null;
         String rest = text;
         if (reasoning != null) {
