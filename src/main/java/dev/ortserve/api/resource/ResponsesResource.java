@@ -1,44 +1,68 @@
 package dev.ortserve.api.resource;
 
+import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.ResponsesApi;
+import dev.ortserve.api.http.HttpEdgeRoutes;
+import dev.ortserve.api.http.SseWriter;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
-import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.responses.ResponsesService;
 import io.smallrye.mutiny.Uni;
+import io.vertx.core.http.HttpServerRequest;
 import jakarta.inject.Inject;
+import jakarta.ws.rs.core.Context;
 import jakarta.ws.rs.core.Response;
 
 import java.util.List;
 
-/** The Responses API: validated against the contract; generation and the conversation store come next. */
+/** The Responses API: HTTP in and out; everything else is {@link ResponsesService}. */
 public class ResponsesResource implements ResponsesApi {
 
     @Inject
-    GenerationModelHost host;
+    ResponsesService responses;
+
+    @Inject
+    HttpEdgeRoutes edge;
+
+    @Context
+    HttpServerRequest http;
 
     @Override
     public Uni<Response> createResponse(CreateResponseRequest req) {
-        host.requireModel(req.getModel());
-        throw NotYetImplemented.of("/v1/responses");
+        boolean stream = Boolean.TRUE.equals(req.getStream());
+        return responses.start(req, edge.ownerOf(http)).flatMap(run -> stream
+                ? SseWriter.stream(http.response(), run.frames())
+                : run.complete().map(r -> Response.ok(r).build()));
     }
 
     @Override
     public Uni<Response> getResponse(String responseId, List<Includable> include) {
-        throw NotYetImplemented.of("GET /v1/responses/{response_id}");
+        checkInclude(include);
+        return responses.get(responseId, edge.ownerOf(http)).map(r -> Response.ok(r).build());
     }
 
     @Override
     public Uni<Response> deleteResponse(String responseId) {
-        throw NotYetImplemented.of("DELETE /v1/responses/{response_id}");
+        return responses.delete(responseId, edge.ownerOf(http)).map(r -> Response.ok(r).build());
     }
 
     @Override
     public Uni<Response> listInputItems(String responseId, Integer limit, String order, String after, String before, List<Includable> include) {
-        throw NotYetImplemented.of("GET /v1/responses/{response_id}/input_items");
+        checkInclude(include);
+        return responses.inputItems(responseId, edge.ownerOf(http), limit, order, after, before).map(r -> Response.ok(r).build());
     }
 
     @Override
     public Uni<Response> cancelResponse(String responseId) {
-        throw NotYetImplemented.of("POST /v1/responses/{response_id}/cancel");
+        return responses.cancel(responseId, edge.ownerOf(http)).map(r -> Response.ok(r).build());
+    }
+
+    private static void checkInclude(List<Includable> include) {
+        if (include == null) return;
+        for (int i = 0; i < include.size(); i++) {
+            if (include.get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
+                throw ApiException.unsupported("include[" + i + "]", "'" + include.get(i) + "' cannot be included: this server does not produce encrypted reasoning.");
+            }
+        }
     }
 }

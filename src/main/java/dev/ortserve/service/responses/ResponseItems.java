@@ -1,0 +1,207 @@
+package dev.ortserve.service.responses;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.model.ResponseContentPart;
+import dev.ortserve.api.model.ResponseFunctionCallItem;
+import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.api.model.ResponseInputMessage;
+import dev.ortserve.api.model.ResponseInputText;
+import dev.ortserve.api.model.ResponseItemReference;
+import dev.ortserve.api.model.ResponseOutputText;
+import dev.ortserve.api.model.ResponseReasoningItem;
+import dev.ortserve.api.model.ResponseRefusal;
+import dev.ortserve.api.union.ResponseInputItem;
+import dev.ortserve.api.union.ResponsesInput;
+import dev.ortserve.store.ResponseIds;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+
+/**
+ * Responses items in their stored form (JSON, every item with its id) and their conversion to
+ * the chat messages a chat template renders. The same conversion serves this request's input
+ * and every earlier turn rebuilt from the store, so a conversation renders the same whichever
+ * replica continues it.
+ */
+final class ResponseItems {
+
+    private final ObjectMapper mapper;
+
+    ResponseItems(ObjectMapper mapper) {
+        this.mapper = mapper;
+    }
+
+    /**
+     * This request's input as stored items: a string is one user message; content strings become
+     * text parts; items without an id get one; item references are replaced by the item they name.
+     */
+    List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references) {
+        List<ObjectNode> out = new ArrayList<>();
+        if (input.isText()) {
+            out.add(message(ResponseIds.item("msg"), "user", List.of(textPart("input_text", input.text()))));
+            return out;
+        }
+        List<ResponseInputItem> items = input.items();
+        if (items.isEmpty()) {
+            throw ApiException.invalidRequest("input", "'input' must not be an empty array.");
+        }
+        for (int i = 0; i < items.size(); i++) {
+            String param = "input[" + i + "]";
+            Object item = items.get(i).value();
+            if (item instanceof ResponseInputMessage m) {
+                String role = m.getRole().toString();
+                String partType = role.equals("assistant") ? "output_text" : "input_text";
+                List<ObjectNode> parts = new ArrayList<>();
+                if (m.getContent().isText()) {
+                    parts.add(textPart(partType, m.getContent().text()));
+                } else {
+                    List<ResponseContentPart> given = m.getContent().parts();
+                    for (int j = 0; j < given.size(); j++) {
+                        parts.add(part(given.get(j), partType, param + ".content[" + j + "]"));
+                    }
+                }
+                out.add(message(idOr(m.getId(), "msg"), role, parts));
+            } else if (item instanceof ResponseFunctionCallItem c) {
+                ObjectNode node = mapper.createObjectNode().put("type", "function_call").put("id", idOr(c.getId(), "fc"))
+                        .put("call_id", c.getCallId()).put("name", c.getName()).put("arguments", c.getArguments()).put("status", "completed");
+                out.add(node);
+            } else if (item instanceof ResponseFunctionCallOutputItem o) {
+                out.add(mapper.createObjectNode().put("type", "function_call_output").put("id", idOr(o.getId(), "fco"))
+                        .put("call_id", o.getCallId()).put("output", o.getOutput()).put("status", "completed"));
+            } else if (item instanceof ResponseReasoningItem r) {
+                if (r.getEncryptedContent() != null) {
+                    throw ApiException.unsupported(param + ".encrypted_content", "Encrypted reasoning content is not supported by this server.");
+                }
+                ObjectNode node = mapper.createObjectNode().put("type", "reasoning").put("id", idOr(r.getId(), "rs"));
+                node.set("summary", mapper.valueToTree(r.getSummary() == null ? List.of() : r.getSummary()));
+                node.set("content", mapper.valueToTree(r.getContent() == null ? List.of() : r.getContent()));
+                out.add(node);
+            } else if (item instanceof ResponseItemReference ref) {
+                JsonNode found = references.apply(ref.getId());
+                if (found == null) {
+                    throw ApiException.invalidRequest(param + ".id", "Item '" + ref.getId()
+                            + "' is not an item of the conversation named by 'previous_response_id'.");
+                }
+                out.add(found.deepCopy());
+            }
+        }
+        return out;
+    }
+
+    private ObjectNode part(ResponseContentPart part, String partType, String param) {
+        if (part instanceof ResponseInputText t) return textPart(partType, t.getText());
+        if (part instanceof ResponseOutputText t) return textPart(partType, t.getText());
+        if (part instanceof ResponseRefusal r) return mapper.createObjectNode().put("type", "refusal").put("refusal", r.getRefusal());
+        throw ApiException.unsupported(param, "Content parts of type '" + part.getType() + "' are not supported: this model takes text only.");
+    }
+
+    private ObjectNode textPart(String type, String text) {
+        ObjectNode node = mapper.createObjectNode().put("type", type).put("text", text);
+        if (type.equals("output_text")) node.set("annotations", mapper.createArrayNode());
+        return node;
+    }
+
+    private ObjectNode message(String id, String role, List<ObjectNode> parts) {
+        ObjectNode node = mapper.createObjectNode().put("type", "message").put("id", id).put("role", role);
+        if (role.equals("assistant")) node.put("status", "completed");
+        ArrayNode content = node.putArray("content");
+        parts.forEach(content::add);
+        return node;
+    }
+
+    private static String idOr(String id, String prefix) {
+        return id == null || id.isBlank() ? ResponseIds.item(prefix) : id;
+    }
+
+    /**
+     * Chat messages for a run of items: function calls join the assistant message they follow
+     * (or start one), their outputs become tool messages, and reasoning is carried on the next
+     * assistant message as {@code reasoning_content}.
+     */
+    List<Map<String, Object>> templateMessages(List<? extends JsonNode> items) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        String pendingReasoning = null;
+        Map<String, Object> openAssistant = null;
+        for (JsonNode item : items) {
+            switch (item.path("type").asText("message")) {
+                case "message" -> {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    String role = item.path("role").asText();
+                    m.put("role", role);
+                    m.put("content", text(item.path("content")));
+                    if (role.equals("assistant")) {
+                        if (pendingReasoning != null) m.put("reasoning_content", pendingReasoning);
+                        pendingReasoning = null;
+                        openAssistant = m;
+                    } else {
+                        openAssistant = null;
+                    }
+                    out.add(m);
+                }
+                case "function_call" -> {
+                    if (openAssistant == null) {
+                        openAssistant = new LinkedHashMap<>();
+                        openAssistant.put("role", "assistant");
+                        openAssistant.put("content", null);
+                        if (pendingReasoning != null) openAssistant.put("reasoning_content", pendingReasoning);
+                        pendingReasoning = null;
+                        out.add(openAssistant);
+                    }
+                    @SuppressWarnings("unchecked")
+                    List<Map<String, Object>> calls = (List<Map<String, Object>>) openAssistant.computeIfAbsent("tool_calls", k -> new ArrayList<>());
+                    Map<String, Object> function = new LinkedHashMap<>();
+                    function.put("name", item.path("name").asText());
+                    function.put("arguments", arguments(item.path("arguments").asText()));
+                    Map<String, Object> call = new LinkedHashMap<>();
+                    call.put("id", item.path("call_id").asText());
+                    call.put("type", "function");
+                    call.put("function", function);
+                    calls.add(call);
+                }
+                case "function_call_output" -> {
+                    Map<String, Object> m = new LinkedHashMap<>();
+                    m.put("role", "tool");
+                    m.put("tool_call_id", item.path("call_id").asText());
+                    m.put("content", item.path("output").asText());
+                    out.add(m);
+                    openAssistant = null;
+                }
+                case "reasoning" -> {
+                    String text = text(item.path("content"));
+                    if (text.isEmpty()) text = text(item.path("summary"));
+                    pendingReasoning = pendingReasoning == null ? text : pendingReasoning + "\n" + text;
+                }
+                default -> throw new IllegalStateException("unexpected stored item type " + item.path("type"));
+            }
+        }
+        return out;
+    }
+
+    private static String text(JsonNode parts) {
+        if (parts.isTextual()) return parts.asText();
+        StringBuilder out = new StringBuilder();
+        for (JsonNode part : parts) {
+            String text = part.has("text") ? part.path("text").asText() : part.path("refusal").asText();
+            if (out.length() > 0) out.append('\n');
+            out.append(text);
+        }
+        return out.toString();
+    }
+
+    /** Templates expect a mapping; a JSON string that is not an object stays a string. */
+    private Object arguments(String json) {
+        try {
+            return mapper.readValue(json, new TypeReference<LinkedHashMap<String, Object>>() { });
+        } catch (Exception notAnObject) {
+            return json;
+        }
+    }
+}

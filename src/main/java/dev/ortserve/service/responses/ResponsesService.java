@@ -1,0 +1,345 @@
+package dev.ortserve.service.responses;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.model.CreateResponseRequest;
+import dev.ortserve.api.model.Includable;
+import dev.ortserve.api.model.ResponseFormatText;
+import dev.ortserve.api.model.ResponsesFunctionTool;
+import dev.ortserve.api.model.ResponsesHostedTool;
+import dev.ortserve.api.resource.SamplingFields;
+import dev.ortserve.api.union.ResponsesTool;
+import dev.ortserve.api.union.ToolChoice;
+import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.api.model.ResponseTextFormatJsonSchema;
+import dev.ortserve.service.structured.StructuredOutputs;
+import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.completion.CompletionCall;
+import dev.ortserve.service.completion.CompletionService;
+import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+import dev.ortserve.store.Conversation;
+import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.ResponseStore;
+import dev.ortserve.store.StoredResponse;
+import dev.ortserve.store.StoredResponseCodec;
+import io.smallrye.mutiny.Uni;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The Responses API: checks a request completely, loads the conversation its
+ * {@code previous_response_id} names (one store read), renders the whole conversation with the
+ * chat template, admits the generation, and stores the finished turn. Reads, deletes and input
+ * item listings go straight to the store, scoped to the caller's API key.
+ */
+@ApplicationScoped
+public class ResponsesService {
+
+    static final int METADATA_KEY_MAX = 64;
+    static final int METADATA_VALUE_MAX = 512;
+
+    @Inject
+    GenerationModelHost host;
+
+    @Inject
+    CompletionService completions;
+
+    @Inject
+    ResponseStore store;
+
+    @Inject
+    OrtserveConfig config;
+
+    @Inject
+    ObjectMapper mapper;
+
+    @Inject
+    StructuredOutputs structured;
+
+    /** Checks the request, loads its conversation and admits its generation; fails before any model work on bad input. */
+    public Uni<ResponseRun> start(CreateResponseRequest req, String owner) {
+        host.requireModel(req.getModel());
+        checkRequest(req);
+        String previous = req.getPreviousResponseId();
+        if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null));
+        return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
+            if (conversation == null) {
+                throw ApiException.notFound("Previous response with id '" + previous + "' not found.", "previous_response_id",
+                        "previous_response_not_found");
+            }
+            return admit(req, owner, conversation);
+        });
+    }
+
+    private void checkRequest(CreateResponseRequest req) {
+        if (req.getInput() == null) {
+            throw ApiException.invalidRequest("input", "'input' is required: a string or an array of input items.");
+        }
+        if (Boolean.TRUE.equals(req.getBackground())) {
+            throw ApiException.unsupported("background", "Background mode is not supported by this server yet; omit 'background' or set it to false.");
+        }
+        if (req.getText() != null && req.getText().getVerbosity() != null) {
+            throw ApiException.unsupported("text.verbosity", "'text.verbosity' is not supported by this server.");
+        }
+        if (req.getInclude() != null) {
+            for (int i = 0; i < req.getInclude().size(); i++) {
+                if (req.getInclude().get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
+                    throw ApiException.unsupported("include[" + i + "]", "'" + req.getInclude().get(i)
+                            + "' cannot be included: this server does not produce encrypted reasoning.");
+                }
+            }
+        }
+        if (req.getMetadata() != null) {
+            for (Map.Entry<String, String> e : req.getMetadata().entrySet()) {
+                if (e.getKey().length() > METADATA_KEY_MAX) {
+                    throw ApiException.invalidRequest("metadata", "Metadata keys can be at most " + METADATA_KEY_MAX
+                            + " characters long; got a key of " + e.getKey().length() + ".");
+                }
+                if (e.getValue() != null && e.getValue().length() > METADATA_VALUE_MAX) {
+                    throw ApiException.invalidRequest("metadata." + e.getKey(), "Metadata values can be at most " + METADATA_VALUE_MAX
+                            + " characters long; got " + e.getValue().length() + ".");
+                }
+            }
+        }
+        boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
+        if (hasTools) {
+            for (int i = 0; i < req.getTools().size(); i++) {
+                ResponsesTool tool = req.getTools().get(i);
+                if (tool.is(ResponsesHostedTool.class)) {
+                    throw ApiException.unsupported("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
+                            + "') are not available on this server; only 'function' tools are supported.");
+                }
+            }
+            if (host.toolCallParser() == null) {
+                throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
+            }
+        }
+        ToolChoice choice = req.getToolChoice();
+        if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
+            throw ApiException.invalidRequest("tool_choice", "A forced 'tool_choice' needs 'tools'.");
+        }
+    }
+
+    private ResponseRun admit(CreateResponseRequest req, String owner, Conversation conversation) {
+        List<StoredResponse> chain = conversation == null ? List.of() : conversation.chain();
+        ResponseItems items = new ResponseItems(mapper);
+        Map<String, JsonNode> known = new HashMap<>();
+        List<List<JsonNode>> turns = new ArrayList<>();
+        for (StoredResponse turn : chain) {
+            List<JsonNode> turnItems = new ArrayList<>();
+            turn.input().forEach(turnItems::add);
+            turn.response().path("output").forEach(turnItems::add);
+            turnItems.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
+            turns.add(turnItems);
+        }
+        List<ObjectNode> input = items.normalize(req.getInput(), known::get);
+        ArrayNode inputArray = mapper.createArrayNode();
+        input.forEach(inputArray::add);
+
+        String previous = req.getPreviousResponseId();
+        String id = previous == null ? ResponseIds.newConversation() : ResponseIds.continuing(previous);
+        boolean storeIt = !Boolean.FALSE.equals(req.getStore());
+        long createdAt = Instant.now().getEpochSecond();
+        if (storeIt) {
+            // sized with the request's sampling values (the defaults differ by a few bytes at most; put() enforces the exact cap)
+            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true,
+                    req.getTemperature() == null ? 1.0 : req.getTemperature().doubleValue(), req.getTopP() == null ? 1.0 : req.getTopP().doubleValue(),
+                    false), owner, inputArray, conversation);
+        }
+
+        boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
+        List<Map<String, Object>> tools = hasTools ? templateTools(req.getTools()) : null;
+        Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
+        if (hasTools) {
+            for (ResponsesTool t : req.getTools()) {
+                ResponsesFunctionTool f = t.as(ResponsesFunctionTool.class);
+                schemas.put(f.getName(), f.getParameters() == null ? Map.of() : f.getParameters());
+            }
+        }
+        ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
+        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
+        TokenConstraint constraint = constraint(req, choice, schemas);
+        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
+
+        ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
+        var model = host.model();
+        boolean logprobs = req.getInclude() != null && !req.getInclude().isEmpty();
+        Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
+        if (req.getTopLogprobs() != null && !logprobs) {
+            throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
+        }
+        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null, null, null, null, null,
+                req.getMaxOutputTokens(), "max_output_tokens", null, null, null, null, null,
+                parsers.active() ? Boolean.FALSE : null, topLogprobs);
+        SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
+        if (constraint != null) sampling = sampling.withConstraint(constraint);
+        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
+                req.getMaxOutputTokens() != null);
+        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt,
+                sampling.temperature(), sampling.topP(), logprobs);
+        // admission is the last step: a request refused above never reaches the engine
+        var events = completions.stream(call);
+        return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+    }
+
+    /** The grammar the output must follow: a forced function call or the text format; null for free text. */
+    private TokenConstraint constraint(CreateResponseRequest req, ToolChoice.Mode choice, Map<String, Map<String, Object>> schemas) {
+        boolean formatted = req.getText() != null && req.getText().getFormat() != null && !(req.getText().getFormat() instanceof ResponseFormatText);
+        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
+            if (formatted) throw ApiException.invalidRequest("text.format", "'text.format' cannot be combined with a forced tool call.");
+            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
+                    "tool_choice");
+        }
+        if (!formatted) return null;
+        if (req.getText().getFormat() instanceof ResponseTextFormatJsonSchema js) return structured.jsonSchema(js.getSchema(), "text.format.schema");
+        return structured.jsonObject();
+    }
+
+    /** Refuses, before generation, a turn that could not be stored within the caps even with an empty output. */
+    private void checkFitsStore(ResponseDraft draft, String owner, ArrayNode input, Conversation conversation) {
+        ObjectNode skeleton = draft.response("completed", List.of(), draft.usage(0, 0, 0), null, null);
+        StoredResponse bare = new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input);
+        int size = StoredResponseCodec.sizeOf(StoredResponseCodec.encode(bare));
+        if (size > config.storeMaxRecordBytes()) {
+            throw ApiException.invalidRequest("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
+                    + config.storeMaxRecordBytes() + " bytes (ORTSERVE_STORE_MAX_RECORD_BYTES). Send less input, or 'store': false.",
+                    "response_too_large");
+        }
+        if (conversation != null && conversation.storedBytes() + size > config.storeMaxConversationBytes()) {
+            throw ApiException.invalidRequest("previous_response_id", "The conversation holds " + conversation.storedBytes()
+                    + " bytes and this turn's input adds " + size + ", over the per-conversation limit of " + config.storeMaxConversationBytes()
+                    + " bytes (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
+        }
+    }
+
+    /**
+     * The prompt for instructions + earlier turns + this input. With truncation 'auto' the oldest
+     * turns are dropped until the prompt leaves room to generate; otherwise a prompt that does
+     * not fit is a 400.
+     */
+    private ChatPromptRenderer.Prompt render(CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
+                                             List<ObjectNode> input, List<Map<String, Object>> tools) {
+        boolean auto = req.getTruncation() == CreateResponseRequest.TruncationEnum.AUTO;
+        int context = host.model().spec().maxModelLen();
+        int reserve = req.getMaxOutputTokens() == null ? 1 : req.getMaxOutputTokens();
+        for (int skip = 0; ; skip++) {
+            List<JsonNode> all = new ArrayList<>();
+            for (int t = skip; t < turns.size(); t++) all.addAll(turns.get(t));
+            all.addAll(input);
+            List<Map<String, Object>> messages = new ArrayList<>();
+            if (req.getInstructions() != null) {
+                Map<String, Object> system = new LinkedHashMap<>();
+                system.put("role", "system");
+                system.put("content", req.getInstructions());
+                messages.add(system);
+            }
+            messages.addAll(items.templateMessages(all));
+            ChatPromptRenderer.Prompt prompt;
+            try {
+                prompt = host.chatPrompts().render(messages, tools, true, null);
+            } catch (ApiException e) {
+                if (!"messages".equals(e.param())) throw e;
+                throw new ApiException(e.status(), e.type(), e.getMessage(), "input", e.code());
+            }
+            boolean fits = prompt.tokenIds().length + reserve <= context;
+            if (fits || !auto || skip >= turns.size()) {
+                SamplingFields.checkPromptFits(prompt.tokenIds().length, context, "input");
+                return prompt;
+            }
+        }
+    }
+
+    private List<Map<String, Object>> templateTools(List<ResponsesTool> tools) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (ResponsesTool t : tools) {
+            ResponsesFunctionTool f = t.as(ResponsesFunctionTool.class);
+            Map<String, Object> function = new LinkedHashMap<>();
+            function.put("name", f.getName());
+            if (f.getDescription() != null) function.put("description", f.getDescription());
+            function.put("parameters", f.getParameters() == null ? Map.of("type", "object", "properties", Map.of()) : f.getParameters());
+            Map<String, Object> tool = new LinkedHashMap<>();
+            tool.put("type", "function");
+            tool.put("function", function);
+            out.add(tool);
+        }
+        return out;
+    }
+
+    // ------------------------------------------------------------------ reads
+
+    /** The stored response object, or a 404. */
+    public Uni<JsonNode> get(String id, String owner) {
+        return found(id, owner).map(StoredResponse::response);
+    }
+
+    public Uni<ObjectNode> delete(String id, String owner) {
+        return store.delete(id, owner).onFailure().transform(ResponseRun::storeFailure).map(deleted -> {
+            if (!deleted) throw notFound(id);
+            return mapper.createObjectNode().put("id", id).put("object", "response.deleted").put("deleted", true);
+        });
+    }
+
+    /** A page of the input items of a stored response, OpenAI's list object. */
+    public Uni<ObjectNode> inputItems(String id, String owner, Integer limit, String order, String after, String before) {
+        int pageSize = limit == null ? 20 : limit;
+        boolean ascending = "asc".equals(order);
+        return found(id, owner).map(r -> {
+            List<JsonNode> all = new ArrayList<>();
+            r.input().forEach(all::add);
+            if (!ascending) java.util.Collections.reverse(all);
+            int from = 0;
+            int to = all.size();
+            if (after != null) from = indexOf(all, after, "after") + 1;
+            if (before != null) to = indexOf(all, before, "before");
+            List<JsonNode> window = from >= to ? List.of() : all.subList(from, to);
+            List<JsonNode> page = window.subList(0, Math.min(pageSize, window.size()));
+            ObjectNode list = mapper.createObjectNode().put("object", "list");
+            ArrayNode data = list.putArray("data");
+            page.forEach(data::add);
+            list.put("first_id", page.isEmpty() ? null : page.get(0).path("id").asText());
+            list.put("last_id", page.isEmpty() ? null : page.get(page.size() - 1).path("id").asText());
+            list.put("has_more", window.size() > page.size());
+            return list;
+        });
+    }
+
+    private static int indexOf(List<JsonNode> items, String id, String param) {
+        for (int i = 0; i < items.size(); i++) {
+            if (items.get(i).path("id").asText().equals(id)) return i;
+        }
+        throw ApiException.invalidRequest(param, "'" + param + "' names no input item of this response: '" + id + "'.");
+    }
+
+    /** Background mode does not exist here, so no response can be cancelled: 400 for a known one, 404 otherwise. */
+    public Uni<JsonNode> cancel(String id, String owner) {
+        return found(id, owner).map(r -> {
+            throw ApiException.invalidRequest(null, "Only responses created with 'background': true can be cancelled; response '" + id
+                    + "' was not.");
+        });
+    }
+
+    private Uni<StoredResponse> found(String id, String owner) {
+        return store.get(id, owner).onFailure().transform(ResponseRun::storeFailure).map(r -> {
+            if (r == null) throw notFound(id);
+            return r;
+        });
+    }
+
+    private static ApiException notFound(String id) {
+        return ApiException.notFound("Response with id '" + id + "' not found.", "response_id", "response_not_found");
+    }
+
+}

@@ -1,0 +1,113 @@
+package dev.ortserve.api;
+
+import com.openai.client.OpenAIClient;
+import com.openai.client.okhttp.OpenAIOkHttpClient;
+import com.openai.core.http.StreamResponse;
+import com.openai.errors.NotFoundException;
+import com.openai.models.responses.EasyInputMessage;
+import com.openai.models.responses.Response;
+import com.openai.models.responses.ResponseCreateParams;
+import com.openai.models.responses.ResponseFunctionToolCall;
+import com.openai.models.responses.ResponseInputItem;
+import com.openai.models.responses.ResponseItem;
+import com.openai.models.responses.ResponseStatus;
+import com.openai.models.responses.ResponseStreamEvent;
+import dev.ortserve.ApiTest;
+import io.quarkus.test.common.http.TestHTTPResource;
+import io.quarkus.test.junit.QuarkusTest;
+import org.junit.jupiter.api.Test;
+
+import java.net.URL;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** openai-java's Responses API as a real client: create, stream, retrieve, chain, list input items, delete, function-call round trip. */
+@QuarkusTest
+class OpenAiResponsesSdkTest extends ApiTest {
+
+    @TestHTTPResource
+    URL base;
+
+    OpenAIClient client() {
+        // strict: every response must parse into the SDK's types, not only the fields read here
+        return OpenAIOkHttpClient.builder().baseUrl(contractChecked(base) + "/v1").apiKey("unused").maxRetries(0).responseValidation(true).build();
+    }
+
+    static String text(Response r) {
+        StringBuilder out = new StringBuilder();
+        r.output().stream().filter(i -> i.isMessage()).forEach(i -> i.asMessage().content()
+                .forEach(c -> out.append(c.asOutputText().text())));
+        return out.toString();
+    }
+
+    @Test
+    void createRetrieveChainListAndDelete() {
+        OpenAIClient client = client();
+        Response first = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("Hello").maxOutputTokens(4).build());
+        assertTrue(first.id().startsWith("resp_"));
+        assertTrue(first.status().isPresent());
+        Response again = client.responses().retrieve(first.id());
+        assertEquals(first.id(), again.id());
+        assertEquals(text(first), text(again));
+
+        Response second = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("And then?")
+                .previousResponseId(first.id()).maxOutputTokens(4).build());
+        assertEquals(first.id(), second.previousResponseId().orElseThrow());
+        assertTrue(second.usage().orElseThrow().inputTokens() > first.usage().orElseThrow().inputTokens());
+
+        List<ResponseItem> items = client.responses().inputItems().list(second.id()).data();
+        assertEquals(1, items.size());
+        assertTrue(items.get(0).isResponseInputMessageItem());
+
+        client.responses().delete(second.id());
+        assertThrows(NotFoundException.class, () -> client.responses().retrieve(second.id()));
+        assertThrows(NotFoundException.class, () -> client.responses().delete(second.id()));
+    }
+
+    @Test
+    void streamEndsWithTheResponseThatRetrieveReturns() {
+        OpenAIClient client = client();
+        StringBuilder deltas = new StringBuilder();
+        List<Long> sequence = new ArrayList<>();
+        Response done = null;
+        try (StreamResponse<ResponseStreamEvent> stream = client.responses().createStreaming(ResponseCreateParams.builder()
+                .model(MODEL).input("Stream please").maxOutputTokens(6).build())) {
+            for (ResponseStreamEvent e : (Iterable<ResponseStreamEvent>) stream.stream()::iterator) {
+                if (e.isOutputTextDelta()) deltas.append(e.asOutputTextDelta().delta());
+                if (e.isCompleted()) done = e.asCompleted().response();
+                if (e.isIncomplete()) done = e.asIncomplete().response();
+            }
+        }
+        assertTrue(done != null, "a terminal event arrived");
+        assertEquals(deltas.toString(), text(done));
+        Response stored = client.responses().retrieve(done.id());
+        assertEquals(done.status(), stored.status());
+        assertEquals(text(done), text(stored));
+        assertTrue(List.of(ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE).contains(stored.status().orElseThrow()));
+    }
+
+    @Test
+    void functionCallRoundTrip() {
+        OpenAIClient client = client();
+        List<ResponseInputItem> input = List.of(
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.USER).content("Weather in Paris?").build()),
+                ResponseInputItem.ofFunctionCall(ResponseFunctionToolCall.builder().callId("call_abc").name("get_weather")
+                        .arguments("{\"city\":\"Paris\"}").build()),
+                ResponseInputItem.ofFunctionCallOutput(ResponseInputItem.FunctionCallOutput.builder().callId("call_abc").output("18C and sunny").build()));
+        Response r = client.responses().create(ResponseCreateParams.builder().model(MODEL).inputOfResponse(input).maxOutputTokens(3).build());
+        List<ResponseItem> items = client.responses().inputItems().list(r.id()).data();
+        assertEquals(3, items.size());
+        // newest first by default
+        assertTrue(items.get(0).isFunctionCallOutput());
+        assertEquals("call_abc", items.get(0).asFunctionCallOutput().callId().orElseThrow());
+        assertTrue(items.get(1).isFunctionCall());
+        assertEquals("get_weather", items.get(1).asFunctionCall().name());
+        Response next = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("Thanks")
+                .previousResponseId(r.id()).maxOutputTokens(2).build());
+        assertTrue(next.usage().orElseThrow().inputTokens() > r.usage().orElseThrow().inputTokens());
+    }
+}
