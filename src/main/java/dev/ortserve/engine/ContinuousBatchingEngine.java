@@ -61,6 +61,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private final AtomicInteger running = new AtomicInteger();
     private final AtomicInteger waiting = new AtomicInteger();
     private final AtomicLong steps = new AtomicLong();
+    private volatile EngineListener listener = EngineListener.NONE;
 
     // engine-thread state
     private final List<Sequence> prefilling = new ArrayList<>();
@@ -100,6 +101,11 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     @Override
     public long steps() {
         return steps.get();
+    }
+
+    /** Sets who hears about scheduling and steps (metrics). */
+    public void listener(EngineListener listener) {
+        this.listener = listener == null ? EngineListener.NONE : listener;
     }
 
     @Override
@@ -166,6 +172,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                     }
                     prefilling.add(s);
                     running.incrementAndGet();
+                    listener.scheduled(System.nanoTime() - s.admittedAt);
                 }
             } finally {
                 lock.unlock();
@@ -178,6 +185,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 List<Sequence> leaving = rows.stream().filter(Sequence::done).toList();
                 if (!leaving.isEmpty() || !joining.isEmpty()) {
                     repack(leaving, joining);
+                    // what the batch holds now (zero once the last row has left)
+                    listener.stepped(rows.size(), (long) rows.size() * batchLength, (long) options.maxSequences() * spec.maxModelLen());
                 }
             } catch (Throwable e) {
                 failAll(e, joining);
@@ -214,6 +223,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             closeQuietly(pastOwner);
             adoptPresent(result);
             batchLength = total;
+            listener.stepped(b, (long) b * total, (long) options.maxSequences() * spec.maxModelLen());
             FloatBuffer logits = ((OnnxTensor) result.get(spec.logits()).get()).getFloatBuffer();
             int vocab = logits.capacity() / b;
             float[] row = new float[vocab];
@@ -325,6 +335,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             if (!s.done()) {
                 keep.add(s);
                 keepIndex.add(r);
+            } else {
+                // decided here, not from the caller's list: a client may cancel between the two looks,
+                // and a row dropped without leave() would count as running forever
+                s.leave();
             }
         }
         for (Sequence s : leaving) {
@@ -460,6 +474,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         final TokenSampler sampler;
         final IncrementalDetokenizer detokenizer;
         final StopStringMatcher stops;
+        final TokenConstraint.State constraint;
+        final long admittedAt = System.nanoTime();
         final int maxTokens;
         volatile boolean cancelled;
         int length;          // tokens in this sequence's KV cache
@@ -478,6 +494,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             this.sampler = new TokenSampler(params, spec.eosIds(), spec.vocabSize(), prompt);
             this.detokenizer = new IncrementalDetokenizer(model.tokenizer(), prompt, params.skipSpecialTokens());
             this.stops = new StopStringMatcher(params.stop(), params.includeStopStrInOutput());
+            this.constraint = params.constraint() == null ? null : params.constraint().start();
             this.maxTokens = Math.max(0, Math.min(params.maxTokens(), spec.maxModelLen() - prompt.length));
             this.events = processor.onCancellation().invoke(() -> cancelled = true);
         }
@@ -489,11 +506,14 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         /** The model's logits for this sequence's next token. */
         void onLogits(float[] logits) {
             if (done()) return;
+            if (constraint != null) constraint.mask(logits);
             TokenSampler.Choice choice = sampler.next(logits, model.tokenizer());
             int token = choice.tokenId();
             generated++;
             lastToken = token;
-            boolean eos = spec.eosIds().contains(token) && !params.ignoreEos();
+            // under a grammar, end-of-sequence always ends the output: it is only allowed once the value is complete
+            boolean eos = spec.eosIds().contains(token) && (!params.ignoreEos() || constraint != null);
+            if (constraint != null && !eos) constraint.advance(token);
             boolean stopToken = params.stopTokenIds().contains(token);
             if (eos || stopToken) {
                 String rest = stops.flush();

@@ -1,0 +1,89 @@
+package dev.ortserve.service;
+
+import dev.ortserve.engine.EngineListener;
+import dev.ortserve.engine.TokenEvent;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.smallrye.mutiny.Multi;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * The serving metrics, with fixed names dashboards can rely on (Prometheus names in
+ * docs/observability.md) and bounded labels only: model, reason, op. No per-request labels.
+ */
+@ApplicationScoped
+public class ServingMetrics {
+
+    @Inject
+    MeterRegistry registry;
+
+    private final AtomicInteger batchSize = new AtomicInteger();
+    private final AtomicReference<Double> kvUsage = new AtomicReference<>(0.0);
+
+    private static final Duration[] SLO = {Duration.ofMillis(5), Duration.ofMillis(10), Duration.ofMillis(25), Duration.ofMillis(50),
+            Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1), Duration.ofSeconds(2),
+            Duration.ofSeconds(5), Duration.ofSeconds(10), Duration.ofSeconds(30), Duration.ofSeconds(60)};
+
+    /** Registers the engine's gauges and listens to its scheduling and steps. */
+    public EngineListener engineListener(String model) {
+        Gauge.builder("ortserve_batch_size", batchSize, AtomicInteger::get)
+                .description("Sequences in the last batched decode step").tag("model", model).register(registry);
+        Gauge.builder("ortserve_kv_cache_usage_ratio", kvUsage, AtomicReference::get)
+                .description("KV cache positions held / positions the limits allow (max-sequences x context)").tag("model", model).register(registry);
+        Timer queue = timer("ortserve.queue.time", "Time from admission to the start of prefill", model);
+        return new EngineListener() {
+            @Override
+            public void scheduled(long queuedNanos) {
+                queue.record(queuedNanos, TimeUnit.NANOSECONDS);
+            }
+
+            @Override
+            public void stepped(int rows, long kvPositions, long kvCapacity) {
+                batchSize.set(rows);
+                kvUsage.set(kvCapacity == 0 ? 0.0 : (double) kvPositions / kvCapacity);
+            }
+        };
+    }
+
+    /** The same events, timed: time to first token, inter-token latency, end to end, and token counts. */
+    public Multi<TokenEvent> observe(String model, Multi<TokenEvent> events) {
+        Timer ttft = timer("ortserve.time.to.first.token", "Time from admission to the first generated token", model);
+        Timer itl = timer("ortserve.inter.token.latency", "Time between consecutive tokens of one sequence", model);
+        Timer e2e = timer("ortserve.e2e.request.latency", "Time from admission to the last token of a sequence", model);
+        Counter prompt = Counter.builder("ortserve.prompt.tokens").description("Prompt tokens prefilled").tag("model", model).register(registry);
+        Counter generated = Counter.builder("ortserve.generation.tokens").description("Tokens generated").tag("model", model).register(registry);
+        long start = System.nanoTime();
+        long[] last = {0};
+        return events.invoke(e -> {
+            long now = System.nanoTime();
+            if (last[0] == 0) {
+                ttft.record(now - start, TimeUnit.NANOSECONDS);
+                prompt.increment(e.promptTokens());
+            } else {
+                itl.record(now - last[0], TimeUnit.NANOSECONDS);
+            }
+            last[0] = now;
+            generated.increment();
+            if (e.isLast()) e2e.record(now - start, TimeUnit.NANOSECONDS);
+        });
+    }
+
+    /** A request refused before any model work, by reason (an error code of this server: a bounded set). */
+    public void rejected(String reason) {
+        Counter.builder("ortserve.requests.rejected").description("Requests refused, by reason").tag("reason", reason == null ? "other" : reason)
+                .register(registry).increment();
+    }
+
+
+    private Timer timer(String name, String description, String model) {
+        return Timer.builder(name).description(description).tag("model", model).serviceLevelObjectives(SLO).register(registry);
+    }
+}

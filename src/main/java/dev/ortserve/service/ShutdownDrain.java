@@ -1,0 +1,76 @@
+package dev.ortserve.service;
+
+import dev.ortserve.config.OrtserveConfig;
+import io.quarkus.runtime.LaunchMode;
+import io.quarkus.runtime.Quarkus;
+import io.quarkus.runtime.StartupEvent;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.inject.Inject;
+import org.jboss.logging.Logger;
+import sun.misc.Signal;
+
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * SIGTERM drains before the JVM begins to shut down: readiness goes down and new API requests get
+ * 503 at once, sequences already admitted (streams included) run to their end for up to
+ * {@code ortserve.drain-timeout}, then the application exits normally.
+ *
+ * <p>Why not only Quarkus's graceful shutdown: the JVM runs all shutdown hooks at the same time,
+ * and ONNX Runtime's Java binding registers one that releases the native environment, so a
+ * generation still running when the hooks start would run on freed memory. Draining in the
+ * signal handler means nothing is generating by the time any shutdown hook runs.
+ */
+@ApplicationScoped
+public class ShutdownDrain {
+
+    private static final Logger LOG = Logger.getLogger(ShutdownDrain.class);
+
+    @Inject
+    OrtserveConfig config;
+
+    @Inject
+    GenerationModelHost generation;
+
+    private final AtomicBoolean draining = new AtomicBoolean();
+
+    void install(@Observes StartupEvent event) {
+        if (LaunchMode.current() != LaunchMode.NORMAL) return; // tests and dev mode own their JVM's signals
+        try {
+            Signal.handle(new Signal("TERM"), signal -> drain());
+        } catch (IllegalArgumentException | UnsupportedOperationException e) {
+            LOG.warnf("Cannot handle SIGTERM (%s): shutdown will not drain in-flight generations", e.getMessage());
+        }
+    }
+
+    /** Whether the server is draining: no new work is accepted. */
+    public boolean draining() {
+        return draining.get();
+    }
+
+    void drain() {
+        if (!draining.compareAndSet(false, true)) return;
+        long timeout = config.drainTimeout().toMillis();
+        LOG.infof("SIGTERM: draining for up to %d ms; new requests get 503", timeout);
+        Thread waiter = new Thread(() -> {
+            long deadline = System.currentTimeMillis() + timeout;
+            while (System.currentTimeMillis() < deadline && busy()) {
+                try {
+                    Thread.sleep(50);
+                } catch (InterruptedException e) {
+                    break;
+                }
+            }
+            LOG.infof("Drained (%s); shutting down", busy() ? "timeout reached with work left" : "no generation left");
+            Quarkus.asyncExit(0);
+        }, "ortserve-drain");
+        waiter.setDaemon(true);
+        waiter.start();
+    }
+
+    private boolean busy() {
+        var engine = generation.engine();
+        return engine != null && engine.runningSequences() + engine.waitingSequences() > 0;
+    }
+}
