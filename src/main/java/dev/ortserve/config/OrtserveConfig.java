@@ -82,6 +82,26 @@ public interface OrtserveConfig {
     @WithDefault("1048576")
     int storeMaxRecordBytes();
 
+    /** Largest stored history of one conversation (every response chained from one root); continuing past it is a 400. */
+    @WithDefault("4194304")
+    int storeMaxConversationBytes();
+
+    /** The in-memory store keeps at most this many responses; the ones closest to expiry go first. */
+    @WithDefault("10000")
+    int storeMaxEntries();
+
+    /** How long a store operation may take before the request fails with 503 (the store is treated as down). */
+    @WithDefault("1500ms")
+    Duration storeTimeout();
+
+    /** A stream whose client reads nothing for this long is cut off and its generation stopped (slow readers cannot hold a slot forever). */
+    @WithDefault("30s")
+    Duration streamStallTimeout();
+
+    /** On SIGTERM: how long in-flight requests (streams included) may run on while new ones get 503 (quarkus.shutdown.timeout). */
+    @WithDefault("30s")
+    Duration drainTimeout();
+
     /** Engine limits. */
     Engine engine();
 

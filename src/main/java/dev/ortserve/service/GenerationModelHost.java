@@ -43,6 +43,9 @@ public class GenerationModelHost {
     @Inject
     MeterRegistry registry;
 
+    @Inject
+    ServingMetrics metrics;
+
     private volatile GenerationEngine engine;
     private ChatPromptRenderer chatPrompts;
     private dev.ortserve.service.parse.ToolCallParser toolCallParser;
@@ -101,7 +104,9 @@ public class GenerationModelHost {
             model.close();
             throw e;
         }
-        engine = new ContinuousBatchingEngine(model, options);
+        ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options);
+        batching.listener(metrics.engineListener(modelId));
+        engine = batching;
         createdAt = Instant.now().getEpochSecond();
         Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
                 .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);
@@ -122,7 +127,21 @@ public class GenerationModelHost {
     void stop(@Observes ShutdownEvent event) {
         if (engine != null) {
             engine.close();
-            engine.model().close();
+            // When the JVM itself is exiting, ONNX Runtime's own shutdown hook releases the native
+            // environment concurrently: releasing the session as well could race it. The process is
+            // ending; its memory goes with it. (Tests restart the application in one JVM: close there.)
+            if (!jvmExiting()) engine.model().close();
+        }
+    }
+
+    static boolean jvmExiting() {
+        Thread probe = new Thread(() -> { });
+        try {
+            Runtime.getRuntime().addShutdownHook(probe);
+            Runtime.getRuntime().removeShutdownHook(probe);
+            return false;
+        } catch (IllegalStateException shuttingDown) {
+            return true;
         }
     }
 

@@ -17,9 +17,12 @@ public class ModelReadiness implements HealthCheck {
     @Inject
     EmbeddingModelHost embeddings;
 
+    @Inject
+    ShutdownDrain drain;
+
     @Override
     public HealthCheckResponse call() {
-        return HealthCheckResponse.named("models").status(host.ready() && embeddings.ready())
+        return HealthCheckResponse.named("models").status(host.ready() && embeddings.ready() && !drain.draining())
                 .withData("model", String.valueOf(host.modelId()))
                 .withData("embedding_model", String.valueOf(embeddings.modelId())).build();
     }

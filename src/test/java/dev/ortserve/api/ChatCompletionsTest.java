@@ -94,8 +94,8 @@ class ChatCompletionsTest extends ApiTest {
         // no tool-call parser is configured on this server
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + tools + "}").post("/v1/chat/completions")
                 .then().statusCode(400).body("error.param", equalTo("tools"));
-        json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"response_format\":{\"type\":\"json_object\"}}").post("/v1/chat/completions")
-                .then().statusCode(400).body("error.param", equalTo("response_format"));
+        json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"not\":{}}}}}")
+                .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("response_format.json_schema.schema"));
         json().body("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/y.png\"}}]}]}")
                 .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("messages[0].content[0]"));
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"top_logprobs\":2}").post("/v1/chat/completions")

@@ -31,6 +31,30 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 @QuarkusTest
 class CompletionsTest extends ApiTest {
 
+    @Test
+    void bestOfReturnsTheCandidatesWithTheHighestMeanLogprob() {
+        // the same three seeded candidates, once all returned, once ranked by the server
+        String base = "{\"model\":\"tiny\",\"prompt\":\"Once upon\",\"max_tokens\":6,\"seed\":5,\"ignore_eos\":true,\"temperature\":1.0,\"logprobs\":0";
+        JsonPath all = json().body(base + ",\"n\":3}").post("/v1/completions").then().statusCode(200).extract().jsonPath();
+        double bestMean = Double.NEGATIVE_INFINITY;
+        String bestText = null;
+        for (int i = 0; i < 3; i++) {
+            List<Float> lps = all.getList("choices[" + i + "].logprobs.token_logprobs", Float.class);
+            double mean = lps.stream().mapToDouble(Float::doubleValue).average().orElseThrow();
+            if (mean > bestMean) {
+                bestMean = mean;
+                bestText = all.getString("choices[" + i + "].text");
+            }
+        }
+        JsonPath best = json().body(base + ",\"n\":1,\"best_of\":3}").post("/v1/completions").then().statusCode(200)
+                .body("choices", hasSize(1)).extract().jsonPath();
+        assertEquals(bestText, best.getString("choices[0].text"));
+        assertEquals(18, best.getInt("usage.completion_tokens"), "every candidate's tokens are counted");
+        // logprobs not asked for: none returned, even though the ranking needed them
+        json().body("{\"model\":\"tiny\",\"prompt\":\"x\",\"max_tokens\":2,\"best_of\":2}").post("/v1/completions").then().statusCode(200)
+                .body("choices", hasSize(1)).body("choices[0].logprobs", org.hamcrest.Matchers.nullValue());
+    }
+
     @TestHTTPResource
     URL base;
 

@@ -83,4 +83,20 @@ class LimitsAndKeysTest extends ApiTest {
             queued.cancel();
         }
     }
+
+    @Test
+    void responsesAreScopedToTheKeyThatCreatedThem() {
+        String body = "{\"model\":\"tiny\",\"input\":\"mine\",\"max_output_tokens\":1}";
+        String id = given().header("Authorization", "Bearer " + KEY).contentType("application/json").body(body).post("/v1/responses")
+                .then().statusCode(200).extract().path("id");
+        String path = "/v1/responses/" + id;
+        given().header("Authorization", "Bearer second-key").get(path).then().statusCode(404);
+        given().header("Authorization", "Bearer second-key").get(path + "/input_items").then().statusCode(404);
+        given().header("Authorization", "Bearer second-key").contentType("application/json")
+                .body("{\"model\":\"tiny\",\"input\":\"theirs\",\"previous_response_id\":\"" + id + "\"}").post("/v1/responses")
+                .then().statusCode(404).body("error.code", equalTo("previous_response_not_found"));
+        given().header("Authorization", "Bearer second-key").delete(path).then().statusCode(404);
+        given().header("Authorization", "Bearer " + KEY).get(path).then().statusCode(200).body("id", equalTo(id));
+        given().header("Authorization", "Bearer " + KEY).delete(path).then().statusCode(200);
+    }
 }

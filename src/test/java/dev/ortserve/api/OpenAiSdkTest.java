@@ -30,7 +30,7 @@ class OpenAiSdkTest extends ApiTest {
     URL base;
 
     OpenAIClient client() {
-        return OpenAIOkHttpClient.builder().baseUrl(base + "v1").apiKey("unused").maxRetries(0).build();
+        return OpenAIOkHttpClient.builder().baseUrl(contractChecked(base) + "/v1").apiKey("unused").maxRetries(0).build();
     }
 
     @Test

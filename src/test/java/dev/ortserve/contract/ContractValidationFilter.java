@@ -15,6 +15,7 @@ import java.net.URI;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Locale;
 
 /**
@@ -48,6 +49,11 @@ public final class ContractValidationFilter implements OrderedFilter {
             }
         }
         return instance;
+    }
+
+    /** Problems of an event-stream body answered by {@code method path}, frame by frame; empty when it conforms. */
+    public List<String> validateStream(String method, String path, String body) {
+        return sse.validate(path, Request.Method.valueOf(method), 200, body);
     }
 
     public OpenApiInteractionValidator validator() {
@@ -94,6 +100,33 @@ public final class ContractValidationFilter implements OrderedFilter {
                     + "\nbody: " + abbreviate(response.asString()));
         }
         return response;
+    }
+
+    /**
+     * The contract problems of one exchange seen from outside RestAssured (e.g. by {@link ContractProxy}):
+     * the response always, the request when it was accepted (2xx).
+     */
+    public List<String> check(String method, String path, Map<String, String> query, Map<String, String> requestHeaders, String requestBody,
+                              int status, Map<String, String> responseHeaders, String responseBody) {
+        List<String> problems = new ArrayList<>();
+        if (!isContractPath(path)) return problems;
+        Request.Method m = Request.Method.valueOf(method.toUpperCase(Locale.ROOT));
+        String contentType = responseHeaders.getOrDefault("content-type", "");
+        if (contentType.startsWith("text/event-stream")) {
+            problems.addAll(sse.validate(path, m, status, responseBody));
+        } else {
+            SimpleResponse.Builder rb = SimpleResponse.Builder.status(status).withBody(responseBody);
+            responseHeaders.forEach(rb::withHeader);
+            problems.addAll(messages("response", validator.validateResponse(path, m, rb.build())));
+        }
+        if (status / 100 == 2) {
+            SimpleRequest.Builder qb = new SimpleRequest.Builder(m, path);
+            if (requestBody != null && !requestBody.isEmpty()) qb.withBody(requestBody);
+            requestHeaders.forEach(qb::withHeader);
+            query.forEach(qb::withQueryParam);
+            problems.addAll(messages("request", validator.validateRequest(qb.build())));
+        }
+        return problems;
     }
 
     static boolean isContractPath(String path) {

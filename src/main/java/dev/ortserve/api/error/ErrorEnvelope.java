@@ -15,6 +15,9 @@ import jakarta.ws.rs.core.Response;
 @ApplicationScoped
 public class ErrorEnvelope {
 
+    @jakarta.inject.Inject
+    dev.ortserve.service.ServingMetrics metrics;
+
     @Inject
     ObjectMapper mapper;
 
@@ -35,6 +38,7 @@ public class ErrorEnvelope {
     }
 
     public Response toResponse(ApiException e) {
+        count(e);
         Response.ResponseBuilder builder = Response.status(e.status()).type(MediaType.APPLICATION_JSON_TYPE).entity(body(e));
         if (e.retryAfterSeconds() != null) {
             builder.header("Retry-After", e.retryAfterSeconds());
@@ -46,10 +50,18 @@ public class ErrorEnvelope {
         if (response.ended() || response.closed()) {
             return;
         }
+        count(e);
         response.setStatusCode(e.status()).putHeader(HttpHeaders.CONTENT_TYPE, MediaType.APPLICATION_JSON);
         if (e.retryAfterSeconds() != null) {
             response.putHeader("Retry-After", String.valueOf(e.retryAfterSeconds()));
         }
         response.end(json(e));
+    }
+
+    /** Client errors, overload and unavailability are rejections, counted by their code (a fixed set of this server's). */
+    private void count(ApiException e) {
+        if (e.status() >= 400 && e.status() != 500 && metrics != null) {
+            metrics.rejected(e.code() != null ? e.code() : e.type());
+        }
     }
 }

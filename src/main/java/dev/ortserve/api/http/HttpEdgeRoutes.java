@@ -37,9 +37,13 @@ public class HttpEdgeRoutes {
     @Inject
     ErrorEnvelope errors;
 
+    @Inject
+    dev.ortserve.service.ShutdownDrain drain;
+
     private List<byte[]> keyDigests = List.of();
 
     void install(@Observes Router router) {
+        SseWriter.stallTimeout(config.streamStallTimeout());
         keyDigests = config.apiKeys().orElse(List.of()).stream()
                 .map(String::trim).filter(k -> !k.isEmpty()).map(HttpEdgeRoutes::sha256).toList();
         if (keyDigests.isEmpty()) {
@@ -60,6 +64,10 @@ public class HttpEdgeRoutes {
         MDC.put(REQUEST_ID_KEY, requestId);
 
         String path = ctx.normalizedPath();
+        if (isApiPath(path) && drain.draining()) {
+            reply(ctx, ApiException.unavailable("The server is shutting down; retry on another replica.", "shutting_down"));
+            return;
+        }
         if (isApiPath(path) && !keyDigests.isEmpty() && !authorized(ctx.request().getHeader(HttpHeaders.AUTHORIZATION))) {
             reply(ctx, new ApiException(401, "invalid_request_error",
                     "Incorrect or missing API key. Provide it as 'Authorization: Bearer <key>'.", null, "invalid_api_key"));
@@ -94,6 +102,17 @@ public class HttpEdgeRoutes {
 
     static boolean isApiPath(String path) {
         return path.startsWith("/v1/") || path.equals("/v1") || path.equals("/tokenize") || path.equals("/detokenize");
+    }
+
+    /**
+     * Who owns what this request stores: a digest of its API key (never the key itself), or ""
+     * on an open server. Responses stored under one key are invisible to every other key.
+     */
+    public String ownerOf(io.vertx.core.http.HttpServerRequest request) {
+        if (keyDigests.isEmpty()) return "";
+        String header = request.getHeader(HttpHeaders.AUTHORIZATION);
+        if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) return "";
+        return java.util.HexFormat.of().formatHex(sha256("ortserve-owner:" + header.substring(7).trim()), 0, 16);
     }
 
     private boolean authorized(String header) {

@@ -26,6 +26,14 @@ public final class SseWriter {
 
     private static final Logger LOG = Logger.getLogger(SseWriter.class);
 
+    /** How long a stream may wait for a client that reads nothing before it is cut off (ortserve.stream-stall-timeout). */
+    private static volatile long stallMillis = 30_000;
+
+    /** Set once at startup from the configuration. */
+    public static void stallTimeout(java.time.Duration timeout) {
+        stallMillis = Math.max(1, timeout.toMillis());
+    }
+
     private SseWriter() {
     }
 
@@ -106,11 +114,24 @@ public final class SseWriter {
                 }
                 response.write(frame);
                 if (response.writeQueueFull()) {
-                    response.drainHandler(v -> requestNext());
+                    // a reader that does not keep up: wait for the socket to drain, but not forever
+                    long timer = context == null ? -1 : context.owner().setTimer(stallMillis, id -> stalled());
+                    response.drainHandler(v -> {
+                        if (timer >= 0) context.owner().cancelTimer(timer);
+                        requestNext();
+                    });
                 } else {
                     requestNext();
                 }
             });
+        }
+
+        /** The client read nothing for the stall timeout: stop its generation and drop the connection. */
+        private void stalled() {
+            if (finished.get()) return;
+            LOG.warnf("A stream's client read nothing for %d ms: cutting it off", stallMillis);
+            cancel();
+            response.reset();
         }
 
         private void requestNext() {

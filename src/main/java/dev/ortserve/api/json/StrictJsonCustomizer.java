@@ -58,6 +58,9 @@ public class StrictJsonCustomizer implements ObjectMapperCustomizer {
         mapper.disable(MapperFeature.ALLOW_COERCION_OF_SCALARS);
         mapper.disable(SerializationFeature.FAIL_ON_EMPTY_BEANS);
         mapper.setDefaultPropertyInclusion(JsonInclude.Include.NON_NULL);
+        // a null inside a list (messages, tools, content parts, stop, ...) is a 400 naming its index, never a null the code meets later
+        mapper.configOverride(java.util.List.class).setSetterInfo(
+                com.fasterxml.jackson.annotation.JsonSetter.Value.forContentNulls(com.fasterxml.jackson.annotation.Nulls.FAIL));
         for (LogicalType type : new LogicalType[] {LogicalType.Integer, LogicalType.Float, LogicalType.Boolean, LogicalType.Textual, LogicalType.Enum}) {
             mapper.coercionConfigFor(type)
                     .setCoercion(CoercionInputShape.String, type == LogicalType.Textual || type == LogicalType.Enum ? CoercionAction.TryConvert : CoercionAction.Fail)

@@ -31,6 +31,9 @@ final class ChatRequests {
         List<Map<String, Object>> out = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             ChatCompletionRequestMessage message = messages.get(i);
+            if (message == null) {
+                throw ApiException.invalidRequest("messages[" + i + "]", "Each message must be an object with a 'role', not null.");
+            }
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("role", message.getRole());
             String param = "messages[" + i + "]";

@@ -24,6 +24,9 @@ import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.parse.ChatDeltaStream;
+import dev.ortserve.service.parse.ChatOutput;
+import dev.ortserve.service.parse.OutputParsers;
 import dev.ortserve.service.completion.ChoiceEvent;
 import dev.ortserve.service.completion.ChoiceResult;
 import dev.ortserve.service.completion.CompletionCall;
@@ -57,6 +60,9 @@ public class ChatResource implements ChatApi {
     CompletionService service;
 
     @Inject
+    dev.ortserve.service.structured.StructuredOutputs structured;
+
+    @Inject
     OrtserveConfig config;
 
     @Inject
@@ -76,7 +82,12 @@ public class ChatResource implements ChatApi {
         if (hasTools && host.toolCallParser() == null) {
             throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
         }
-        boolean parseTools = hasTools && (req.getToolChoice() == null || req.getToolChoice().mode() == ToolChoice.Mode.AUTO);
+        ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
+        if (!hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) {
+            throw ApiException.invalidRequest("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
+                    + "' needs 'tools'.");
+        }
+        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
         List<java.util.Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(),
                 new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { }) : null;
         java.util.Map<String, java.util.Map<String, Object>> schemas = new java.util.LinkedHashMap<>();
@@ -84,7 +95,9 @@ public class ChatResource implements ChatApi {
             req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
                     t.getFunction().getParameters() == null ? java.util.Map.of() : t.getFunction().getParameters()));
         }
-        Parsing parsing = new Parsing(host.reasoningParser(), parseTools ? host.toolCallParser() : null, schemas);
+        dev.ortserve.engine.TokenConstraint constraint = constraint(req, choice, schemas);
+        // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
+        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -108,8 +121,10 @@ public class ChatResource implements ChatApi {
                 req.getStop(), req.getStopTokenIds(), req.getIncludeStopStrInOutput(),
                 // parsers read the markers: keep special tokens in the text they parse
                 parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens(), topLogprobs);
+        dev.ortserve.engine.SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
+        if (constraint != null) sampling = sampling.withConstraint(constraint);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n,
-                fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length), false, maxTokens != null);
+                sampling, false, maxTokens != null);
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         if (Boolean.TRUE.equals(req.getStream())) {
@@ -121,12 +136,6 @@ public class ChatResource implements ChatApi {
     }
 
     private static void refuseUnsupported(CreateChatCompletionRequest req) {
-        if (req.getToolChoice() != null && req.getToolChoice().mode() != ToolChoice.Mode.NONE && req.getToolChoice().mode() != ToolChoice.Mode.AUTO) {
-            throw ApiException.unsupported("tool_choice", "'tool_choice' 'required' or a named function needs constrained decoding, which this build does not have yet; use 'auto'.");
-        }
-        if (req.getResponseFormat() != null && !(req.getResponseFormat() instanceof ResponseFormatText)) {
-            throw ApiException.unsupported("response_format", "Structured outputs (json_object, json_schema) are not available in this build yet.");
-        }
         if (req.getModalities() != null && req.getModalities().stream().anyMatch(m -> !"text".equals(m.toString()))) {
             throw ApiException.unsupported("modalities", "Only the 'text' modality is supported.");
         }
@@ -138,19 +147,26 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    /** The configured parsers for this request (either may be null) and the request's tool schemas. */
-    record Parsing(dev.ortserve.service.parse.ReasoningParser reasoning, dev.ortserve.service.parse.ToolCallParser tools,
-                   java.util.Map<String, java.util.Map<String, Object>> schemas) {
-        boolean active() {
-            return reasoning != null || tools != null;
+    /** The grammar the output must follow: a forced tool call, or the response format; null for free text. */
+    private dev.ortserve.engine.TokenConstraint constraint(CreateChatCompletionRequest req, ToolChoice.Mode choice,
+                                                           java.util.Map<String, java.util.Map<String, Object>> schemas) {
+        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
+            if (req.getResponseFormat() != null && !(req.getResponseFormat() instanceof ResponseFormatText)) {
+                throw ApiException.invalidRequest("response_format", "'response_format' cannot be combined with a forced tool call.");
+            }
+            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
+                    "tool_choice");
         }
-
-        ChatOutput parse(String text) {
-            return ChatOutput.of(text, reasoning, tools, schemas);
+        if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonObject) {
+            return structured.jsonObject();
         }
+        if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonSchema js) {
+            return structured.jsonSchema(js.getJsonSchema().getSchema(), "response_format.json_schema.schema");
+        }
+        return null;
     }
 
-    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, Parsing parsing) {
+    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, OutputParsers parsing) {
         List<ChatCompletionChoice> choices = new ArrayList<>();
         int completionTokens = 0;
         for (int i = 0; i < results.size(); i++) {
@@ -171,13 +187,13 @@ public class ChatResource implements ChatApi {
                 .usage(CompletionsResource.usage(CompletionsResource.promptTokens(call), completionTokens));
     }
 
-    private Multi<String> frames(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage, Parsing parsing) {
+    private Multi<String> frames(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage, OutputParsers parsing) {
         AtomicInteger completionTokens = new AtomicInteger();
         int promptTokens = CompletionsResource.promptTokens(call);
         List<String> roles = new ArrayList<>();
-        ChoiceStream[] streams = new ChoiceStream[call.choices()];
+        ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
         for (int i = 0; i < call.choices(); i++) {
-            streams[i] = new ChoiceStream();
+            streams[i] = new ChatDeltaStream(parsing);
             roles.add(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null))))));
         }
@@ -194,10 +210,10 @@ public class ChatResource implements ChatApi {
                     out.append(frame(chunk(id, created).choices(List.of(choice))));
                 }
             } else {
-                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, parsing, id, created));
+                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created));
             }
             if (e.event().finishReason() != null) {
-                boolean called = streams[index].called;
+                boolean called = streams[index].called();
                 out.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
                         .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
@@ -216,52 +232,29 @@ public class ChatResource implements ChatApi {
                         "data: " + errors.json(CompletionsResource.streamError(failure)) + "\n\n", "data: [DONE]\n\n"));
     }
 
-    /** What a choice has streamed so far when parsers split its text. */
-    private static final class ChoiceStream {
-        final StringBuilder text = new StringBuilder();
-        int reasoningSent;
-        int contentSent;
-        boolean called;
-    }
-
-    /** Text that might still turn into a marker ({@code </think>}) is held back until it cannot. */
-    private static final int MARKER_HOLD_BACK = 16;
-
     /**
-     * Reasoning and content deltas for one more piece of text. With a tool-call parser the whole
-     * output is held until the end (a call is only known once it is complete): then the content,
-     * and each call as one delta with its id, type and name and one with all of its arguments.
+     * Reasoning, content and tool-call chunks for one more piece of a choice's text: with a
+     * tool-call parser each call goes out at the end as one delta with its index, id, type and
+     * name (empty arguments) and one with all of its arguments.
      */
-    private String parsedDeltas(ChoiceStream st, int index, String delta, boolean last, Parsing parsing, String id, long created) {
-        st.text.append(delta);
-        if (parsing.tools() != null && !last) return "";
-        ChatOutput out = parsing.parse(st.text.toString());
+    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created) {
         StringBuilder frames = new StringBuilder();
-        String reasoning = out.reasoning() == null ? "" : out.reasoning();
-        String content = out.content() == null ? "" : out.content();
-        int reasoningEnd = last || out.content() != null ? reasoning.length() : Math.max(0, reasoning.length() - MARKER_HOLD_BACK);
-        int contentEnd = last ? content.length() : Math.max(0, content.length() - MARKER_HOLD_BACK);
-        if (reasoningEnd > st.reasoningSent) {
-            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                    .delta(new ChatCompletionStreamDelta().reasoningContent(reasoning.substring(st.reasoningSent, reasoningEnd)).toolCalls(null))))));
-            st.reasoningSent = reasoningEnd;
-        }
-        if (contentEnd > st.contentSent) {
-            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                    .delta(new ChatCompletionStreamDelta().content(content.substring(st.contentSent, contentEnd)).toolCalls(null))))));
-            st.contentSent = contentEnd;
-        }
-        if (last) {
-            List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls = out.calls();
-            for (int k = 0; k < calls.size(); k++) {
-                st.called = true;
+        for (ChatDeltaStream.Delta d : st.add(delta, last)) {
+            if (d.reasoning() != null) {
+                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                        .delta(new ChatCompletionStreamDelta().reasoningContent(d.reasoning()).toolCalls(null))))));
+            } else if (d.content() != null) {
+                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                        .delta(new ChatCompletionStreamDelta().content(d.content()).toolCalls(null))))));
+            } else {
+                int k = d.callIndex();
                 frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
                         .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
                                 .id(callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(calls.get(k).name()).arguments("")))))))));
+                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(d.call().name()).arguments("")))))))));
                 frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
                         .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(calls.get(k).arguments())))))))));
+                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.call().arguments())))))))));
             }
         }
         return frames.toString();
@@ -302,7 +295,7 @@ public class ChatResource implements ChatApi {
         };
     }
 
-    static ChatCompletionLogprobs logprobs(List<TokenLogprob> logprobs) {
+    public static ChatCompletionLogprobs logprobs(List<TokenLogprob> logprobs) {
         List<ChatCompletionTokenLogprob> content = new ArrayList<>();
         for (TokenLogprob lp : logprobs) {
             List<ChatCompletionTopLogprob> top = new ArrayList<>();

@@ -24,8 +24,15 @@ final class CompletionRequests {
         if (n > maxN) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + maxN + " on this server (got " + n + ").");
         }
-        if (req.getBestOf() != null && req.getBestOf() != n) {
-            throw ApiException.unsupported("best_of", "'best_of' is only supported when equal to 'n' (got best_of " + req.getBestOf() + ", n " + n + ").");
+        int bestOf = req.getBestOf() == null ? n : req.getBestOf();
+        if (bestOf < n) {
+            throw ApiException.invalidRequest("best_of", "'best_of' (" + bestOf + ") must be at least 'n' (" + n + ").");
+        }
+        if (bestOf > n && Boolean.TRUE.equals(req.getStream())) {
+            throw ApiException.invalidRequest("best_of", "'best_of' greater than 'n' cannot be used with 'stream'.");
+        }
+        if (bestOf > maxN) {
+            throw ApiException.invalidRequest("best_of", "'best_of' must be at most " + maxN + " on this server (got " + bestOf + ").");
         }
         if (req.getStreamOptions() != null && !Boolean.TRUE.equals(req.getStream())) {
             throw ApiException.invalidRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.");
@@ -59,8 +66,8 @@ final class CompletionRequests {
             SamplingFields.checkPromptFits(p.tokenIds().length, model.spec().maxModelLen(), "prompt");
             longest = Math.max(longest, p.tokenIds().length);
         }
-        if ((long) prompts.size() * n > queueCapacity) {
-            throw ApiException.invalidRequest("n", "This request asks for " + prompts.size() * n + " sequences; the server admits at most "
+        if ((long) prompts.size() * Math.max(n, bestOf) > queueCapacity) {
+            throw ApiException.invalidRequest(bestOf > n ? "best_of" : "n", "This request asks for " + prompts.size() * Math.max(n, bestOf) + " sequences; the server admits at most "
                     + queueCapacity + " at once.");
         }
         SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),

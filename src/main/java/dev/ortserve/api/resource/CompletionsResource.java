@@ -71,10 +71,40 @@ public class CompletionsResource implements CompletionsApi {
             boolean continuous = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getContinuousUsageStats());
             return SseWriter.stream(http.response(), new StreamFrames(call, id, created, model, usage, continuous).frames(events));
         }
-        return service.complete(call).map(results -> Response.ok(response(call, results, id, created, model)).build());
+        int bestOf = req.getBestOf() == null ? call.n() : req.getBestOf();
+        if (bestOf > call.n()) {
+            // best_of: generate best_of candidates per prompt (their token logprobs always computed), keep the n best
+            dev.ortserve.engine.SamplingParams scored = call.sampling().topLogprobs() != null ? call.sampling() : call.sampling().withTopLogprobs(0);
+            CompletionCall wide = new CompletionCall(call.prompts(), bestOf, scored, call.echo(), call.maxTokensGiven());
+            return service.complete(wide).map(results -> {
+                int generated = results.stream().mapToInt(ChoiceResult::generatedTokens).sum();
+                return Response.ok(response(call, best(results, bestOf, call.n()), id, created, model, generated)).build();
+            });
+        }
+        return service.complete(call).map(results -> Response.ok(response(call, results, id, created, model, -1)).build());
     }
 
-    private CreateCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, String model) {
+    /** For each prompt, the {@code n} of its {@code bestOf} candidates with the highest mean token log probability, best first. */
+    static List<ChoiceResult> best(List<ChoiceResult> results, int bestOf, int n) {
+        List<ChoiceResult> out = new ArrayList<>();
+        for (int p = 0; p < results.size() / bestOf; p++) {
+            List<ChoiceResult> candidates = new ArrayList<>(results.subList(p * bestOf, (p + 1) * bestOf));
+            candidates.sort(java.util.Comparator.comparingDouble(CompletionsResource::meanLogprob).reversed());
+            out.addAll(candidates.subList(0, n));
+        }
+        return out;
+    }
+
+    static double meanLogprob(ChoiceResult r) {
+        if (r.logprobs().isEmpty()) return Double.NEGATIVE_INFINITY;
+        double sum = 0;
+        for (TokenLogprob lp : r.logprobs()) sum += lp.logprob();
+        return sum / r.logprobs().size();
+    }
+
+    /** {@code generatedTokens}: all tokens generated for the request (best_of counts every candidate), or -1 to count the choices'. */
+    private CreateCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, String model,
+                                              int generatedTokens) {
         List<CompletionChoice> choices = new ArrayList<>(results.size());
         int completionTokens = 0;
         for (int i = 0; i < results.size(); i++) {
@@ -90,7 +120,7 @@ public class CompletionsResource implements CompletionsApi {
             completionTokens += r.generatedTokens();
         }
         return new CreateCompletionResponse().id(id)._object(CreateCompletionResponse.ObjectEnum.TEXT_COMPLETION).created(created)
-                .model(model).choices(choices).usage(usage(promptTokens(call), completionTokens));
+                .model(model).choices(choices).usage(usage(promptTokens(call), generatedTokens >= 0 ? generatedTokens : completionTokens));
     }
 
     static int promptTokens(CompletionCall call) {
@@ -204,7 +234,7 @@ public class CompletionsResource implements CompletionsApi {
         }
     }
 
-    static ApiException streamError(Throwable failure) {
+    public static ApiException streamError(Throwable failure) {
         if (failure instanceof ApiException api) return api;
         return new ApiException(500, "server_error", "Generation failed: " + failure.getMessage(), null, "generation_failed");
     }

@@ -14,12 +14,12 @@ import java.util.Map;
  * The sampling fields chat and completions share, checked against the model (what Bean
  * Validation cannot know: vocabulary, context length, defaults) and turned into engine params.
  */
-record SamplingFields(BigDecimal temperature, BigDecimal topP, Integer topK, BigDecimal minP, BigDecimal repetitionPenalty,
+public record SamplingFields(BigDecimal temperature, BigDecimal topP, Integer topK, BigDecimal minP, BigDecimal repetitionPenalty,
                       BigDecimal frequencyPenalty, BigDecimal presencePenalty, Map<String, Integer> logitBias, Long seed,
                       Integer maxTokens, String maxTokensParam, Integer minTokens, Boolean ignoreEos, StopSequences stop,
                       List<Integer> stopTokenIds, Boolean includeStopStrInOutput, Boolean skipSpecialTokens, Integer topLogprobs) {
 
-    SamplingParams toParams(DecoderSpec spec, int vocab, int longestPrompt) {
+    public SamplingParams toParams(DecoderSpec spec, int vocab, int longestPrompt) {
         Map<Integer, Float> bias = new HashMap<>();
         if (logitBias != null) {
             for (Map.Entry<String, Integer> e : logitBias.entrySet()) {
@@ -73,7 +73,7 @@ record SamplingFields(BigDecimal temperature, BigDecimal topP, Integer topK, Big
     }
 
     /** Fails when the prompt leaves no room for even one generated token. */
-    static void checkPromptFits(int promptTokens, int context, String param) {
+    public static void checkPromptFits(int promptTokens, int context, String param) {
         if (promptTokens >= context) {
             throw ApiException.invalidRequest(param, "This model's maximum context length is " + context + " tokens. However, your prompt has "
                     + promptTokens + " tokens, which leaves no room for the completion.", "context_length_exceeded");

@@ -26,6 +26,9 @@ public class CompletionService {
     @Inject
     GenerationModelHost host;
 
+    @Inject
+    dev.ortserve.service.ServingMetrics metrics;
+
     /** Admits every sequence now (so a full queue is a 429 before any header is sent) and returns their merged events. */
     public Multi<ChoiceEvent> stream(CompletionCall call) {
         List<GenerationRequest> requests = new ArrayList<>(call.choices());
@@ -50,7 +53,7 @@ public class CompletionService {
         List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
         for (int i = 0; i < streams.size(); i++) {
             int index = i;
-            indexed.add(streams.get(i).map(e -> new ChoiceEvent(index, e)));
+            indexed.add(metrics.observe(host.modelId(), streams.get(i)).map(e -> new ChoiceEvent(index, e)));
         }
         return indexed.size() == 1 ? indexed.get(0) : Multi.createBy().merging().streams(indexed);
     }
