@@ -1,0 +1,105 @@
+package dev.ortserve.it;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+/** The packaged application (target/quarkus-app) started as its own JVM process, as a container would start it. */
+public final class PackagedApp implements AutoCloseable {
+
+    private final Process process;
+    private final int port;
+    private final Path log;
+
+    private PackagedApp(Process process, int port, Path log) {
+        this.process = process;
+        this.port = port;
+        this.log = log;
+    }
+
+    /** Starts the jar with these environment variables and waits until it reports ready. */
+    public static PackagedApp start(String name, Map<String, String> env) throws IOException, InterruptedException {
+        String jar = System.getProperty("ortserve.app-jar", "target/quarkus-app/quarkus-run.jar");
+        if (!Files.isRegularFile(Path.of(jar))) {
+            throw new IllegalStateException("no packaged application at " + jar + ": run through 'mvnw verify'");
+        }
+        int port;
+        try (ServerSocket socket = new ServerSocket(0)) {
+            port = socket.getLocalPort();
+        }
+        Path log = Path.of("target", "it-" + name + ".log");
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        ProcessBuilder builder = new ProcessBuilder(List.of(java, "-Xmx1g", "-jar", jar)).redirectErrorStream(true).redirectOutput(log.toFile());
+        builder.environment().putAll(env);
+        builder.environment().put("QUARKUS_HTTP_PORT", Integer.toString(port));
+        PackagedApp app = new PackagedApp(builder.start(), port, log);
+        app.awaitReady(Duration.ofSeconds(90));
+        return app;
+    }
+
+    public int port() {
+        return port;
+    }
+
+    public String baseUri() {
+        return "http://127.0.0.1:" + port;
+    }
+
+    public Process process() {
+        return process;
+    }
+
+    public String log() {
+        try {
+            return Files.readString(log);
+        } catch (IOException e) {
+            return "(no log: " + e.getMessage() + ")";
+        }
+    }
+
+    /** The status /q/health/ready answers, or -1 when nothing answers. */
+    public int readiness() {
+        try {
+            HttpResponse<Void> r = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(baseUri() + "/q/health/ready"))
+                    .timeout(Duration.ofSeconds(5)).build(), HttpResponse.BodyHandlers.discarding());
+            return r.statusCode();
+        } catch (IOException e) {
+            return -1;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return -1;
+        }
+    }
+
+    private void awaitReady(Duration timeout) throws InterruptedException {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (readiness() != 200) {
+            if (!process.isAlive()) throw new IllegalStateException("the application exited during startup:\n" + log());
+            if (System.nanoTime() > deadline) {
+                close();
+                throw new IllegalStateException("the application was not ready within " + timeout + ":\n" + log());
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    @Override
+    public void close() {
+        process.destroy();
+        try {
+            if (!process.waitFor(30, TimeUnit.SECONDS)) process.destroyForcibly();
+        } catch (InterruptedException e) {
+            process.destroyForcibly();
+            Thread.currentThread().interrupt();
+        }
+    }
+}
