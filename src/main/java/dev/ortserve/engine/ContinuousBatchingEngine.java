@@ -62,6 +62,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private final AtomicInteger waiting = new AtomicInteger();
     private final AtomicLong steps = new AtomicLong();
     private volatile EngineListener listener = EngineListener.NONE;
+    private final java.util.concurrent.atomic.AtomicBoolean faultNextDecode = new java.util.concurrent.atomic.AtomicBoolean();
 
     // engine-thread state
     private final List<Sequence> prefilling = new ArrayList<>();
@@ -101,6 +102,15 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     @Override
     public long steps() {
         return steps.get();
+    }
+
+    /**
+     * Fault injection for resilience tests: the next batched decode step is given a token id past
+     * the embedding table, so ONNX Runtime itself fails that step (a real OrtException, not a
+     * simulated one) and every sequence in it fails as a real step failure would.
+     */
+    public void injectDecodeFault() {
+        faultNextDecode.set(true);
     }
 
     /** Sets who hears about scheduling and steps (metrics). */
@@ -206,6 +216,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             pos.put(r, s.length);
             int pad = batchLength - s.length;
             for (int j = pad; j < total; j++) mask.put(r * total + j, 1);
+        }
+        if (faultNextDecode.getAndSet(false)) {
+            ids.put(0, Integer.MAX_VALUE);
         }
         Map<String, OnnxTensor> in = new HashMap<>();
         List<OnnxTensor> created = new ArrayList<>(4);
