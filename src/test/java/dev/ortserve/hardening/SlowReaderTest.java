@@ -56,6 +56,7 @@ class SlowReaderTest extends ApiTest {
                 + "\"n\":8,\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":20,\"stream\":true}";
         byte[] request = ("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
                 + body.getBytes(StandardCharsets.UTF_8).length + "\r\n\r\n" + body).getBytes(StandardCharsets.UTF_8);
+        long started = System.nanoTime();
         try (Socket slow = new Socket()) {
             slow.setReceiveBufferSize(4096);
             slow.connect(new InetSocketAddress(base.getHost(), base.getPort()));
@@ -80,6 +81,11 @@ class SlowReaderTest extends ApiTest {
                 assertTrue(System.nanoTime() < deadline, "the stalled stream still holds " + host.engine().runningSequences() + " sequences");
                 Thread.sleep(20);
             }
+            // The engine may finish generating before the stall timeout fires (the sequences' tokens
+            // wait in the stream's buffer): keep reading nothing for well past the timeout (2 s after
+            // the socket filled, which takes well under a second here), so reading below cannot rescue it.
+            long quietMillis = 8_000 - (System.nanoTime() - started) / 1_000_000;
+            if (quietMillis > 0) Thread.sleep(quietMillis);
             // what reached the client is a stream that was cut off, not one that ran to its end
             slow.setSoTimeout(10_000);
             ByteArrayOutputStream rest = new ByteArrayOutputStream();
