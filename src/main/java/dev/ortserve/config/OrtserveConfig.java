@@ -38,7 +38,7 @@ public interface OrtserveConfig {
     @WithDefault("${user.home}/.cache/ortserve/models")
     Path modelCacheDir();
 
-    /** Directory of a sentence-transformers ONNX export; unset = the bundled all-MiniLM-L6-v2 (quantized). */
+    /** Directory of a sentence-transformers ONNX export; unset = the bundled all-MiniLM-L6-v2 (fp32). */
     Optional<Path> embeddingModelPath();
 
     /** Model id of the embedding model; default: the directory's name, or all-minilm-l6-v2 for the bundled one. */

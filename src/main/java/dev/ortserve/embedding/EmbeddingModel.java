@@ -10,6 +10,7 @@ import ai.onnxruntime.TensorInfo;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.engine.TextTokenizer;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;
@@ -92,6 +93,7 @@ public final class EmbeddingModel implements AutoCloseable {
             }
             OrtEnvironment env = OrtEnvironment.getEnvironment();
             OrtSession session = env.createSession(model.readAllBytes(), options(provider, cudaDevice, threads));
+            TextTokenizer.useBundledNativeLibrary();
             HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tok, TOKENIZER_OPTIONS);
             return logged(new EmbeddingModel(BUNDLED_ID, env, session, tokenizer, PoolingMode.MEAN, true, BUNDLED_MAX_TOKENS, 30522));
         } catch (IOException | OrtException e) {
@@ -134,6 +136,7 @@ public final class EmbeddingModel implements AutoCloseable {
         try {
             OrtEnvironment env = OrtEnvironment.getEnvironment();
             OrtSession session = env.createSession(modelFile.toString(), options(provider, cudaDevice, threads));
+            TextTokenizer.useBundledNativeLibrary();
             HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerFile, TOKENIZER_OPTIONS);
             int vocab = read(tokenizerFile).path("model").path("vocab").size();
             return logged(new EmbeddingModel(id, env, session, tokenizer, pooling, normalize, maxTokens, vocab));

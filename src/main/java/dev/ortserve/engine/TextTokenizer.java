@@ -26,6 +26,18 @@ public final class TextTokenizer implements AutoCloseable {
         this.vocabSize = vocabSize;
     }
 
+    /**
+     * Makes DJL use the CPU build of its tokenizer library bundled in the jar. On a host with
+     * CUDA, DJL otherwise looks for a CUDA build of it and tries to download one from
+     * publish.djl.ai, which fails on machines without internet access (a GPU pod, say): the
+     * tokenizer never needs the GPU. An explicit RUST_FLAVOR (environment or system property) wins.
+     */
+    public static void useBundledNativeLibrary() {
+        if (System.getenv("RUST_FLAVOR") == null && System.getProperty("RUST_FLAVOR") == null) {
+            System.setProperty("RUST_FLAVOR", "cpu");
+        }
+    }
+
     public static TextTokenizer load(Path tokenizerJson) throws IOException {
         JsonNode root = new ObjectMapper().readTree(tokenizerJson.toFile());
         Set<Integer> special = new HashSet<>();
@@ -43,6 +55,7 @@ public final class TextTokenizer implements AutoCloseable {
         } else if (vocab.isArray()) {
             maxId = Math.max(maxId, vocab.size() - 1); // Unigram: [[piece, score], ...]
         }
+        useBundledNativeLibrary();
         // The chat template decides about BOS; never add special tokens implicitly.
         HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson,
                 Map.of("addSpecialTokens", "false", "modelMaxLength", String.valueOf(Integer.MAX_VALUE)));
