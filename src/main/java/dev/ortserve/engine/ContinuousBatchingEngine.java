@@ -257,6 +257,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private List<Sequence> prefillChunks() throws OrtException {
         List<Sequence> ready = new ArrayList<>();
         int budget = Math.max(1, options.prefillChunkTokens());
+        budget -= prefillTogether(ready, budget);
         for (int i = 0; i < prefilling.size() && budget > 0; i++) {
             Sequence s = prefilling.get(i);
             if (s.cancelled) {
@@ -292,6 +293,101 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         return ready;
     }
 
+    /**
+     * Prefills, in one left-padded forward pass, the waiting sequences that have not started and
+     * whose whole prompt fits the budget (padding counted): sixteen prompts arriving together cost
+     * one pass instead of sixteen. Returns the budget used. If the pass fails, nothing changed and
+     * the per-sequence path below runs them one by one, so a bad prompt still fails alone.
+     */
+    private int prefillTogether(List<Sequence> ready, int budget) throws OrtException {
+        List<Sequence> group = new ArrayList<>();
+        int longest = 0;
+        for (Sequence s : prefilling) {
+            if (s.cancelled || s.length != 0 || s.ownKeys != null) continue;
+            int l = Math.max(longest, s.prompt.length);
+            if ((group.size() + 1) * l > budget) continue;
+            group.add(s);
+            longest = l;
+        }
+        if (group.size() < 2 || !prefillBatch(group, longest)) return 0;
+        for (Sequence s : group) {
+            prefilling.remove(s);
+            if (s.done()) {
+                s.releaseOwnKv();
+                s.leave();
+            } else {
+                ready.add(s);
+            }
+        }
+        return group.size() * longest;
+    }
+
+    /** False when ONNX Runtime failed the pass: then no sequence was touched. */
+    private boolean prefillBatch(List<Sequence> group, int total) throws OrtException {
+        int b = group.size();
+        LongBuffer ids = longs(b * total), mask = longs(b * total), pos = longs(b * total);
+        for (int r = 0; r < b; r++) {
+            int[] prompt = group.get(r).prompt;
+            int pad = total - prompt.length;
+            for (int i = 0; i < prompt.length; i++) {
+                ids.put(r * total + pad + i, prompt[i]);
+                mask.put(r * total + pad + i, 1);
+                pos.put(r * total + pad + i, i);
+            }
+        }
+        Map<String, OnnxTensor> in = new HashMap<>();
+        List<OnnxTensor> created = new ArrayList<>();
+        try {
+            put(in, created, spec.inputIds(), OnnxTensor.createTensor(env, ids, new long[] {b, total}));
+            put(in, created, spec.attentionMask(), OnnxTensor.createTensor(env, mask, new long[] {b, total}));
+            if (spec.positionIds() != null) put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, pos, new long[] {b, total}));
+            if (spec.useCacheBranch() != null) put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {false}));
+            for (int l = 0; l < spec.layers(); l++) {
+                put(in, created, spec.pastKey(l), KvBlock.empty(env, spec, b));
+                put(in, created, spec.pastValue(l), KvBlock.empty(env, spec, b));
+            }
+            OrtSession.Result result;
+            try {
+                result = session.run(in, outputs);
+            } catch (OrtException | RuntimeException e) {
+                LOG.warnf("A batched prefill of %d prompts failed (%s); prefilling them one by one", group.size(), e.getMessage());
+                return false;
+            }
+            steps.incrementAndGet();
+            OnnxTensor[] keys = new OnnxTensor[spec.layers()], values = new OnnxTensor[spec.layers()];
+            for (int l = 0; l < spec.layers(); l++) {
+                keys[l] = (OnnxTensor) result.get(spec.presentKey(l)).get();
+                values[l] = (OnnxTensor) result.get(spec.presentValue(l)).get();
+            }
+            int[] holders = {b}; // the result is closed once every sequence has joined or left
+            FloatBuffer logits = ((OnnxTensor) result.get(spec.logits()).get()).getFloatBuffer();
+            int vocab = logits.capacity() / (b * total);
+            for (int r = 0; r < b; r++) {
+                Sequence s = group.get(r);
+                s.ownKeys = keys;
+                s.ownValues = values;
+                s.ownRow = r;
+                s.ownSpan = total;
+                boolean[] released = {false};
+                s.ownOwner = () -> {
+                    if (!released[0]) {
+                        released[0] = true;
+                        if (--holders[0] == 0) result.close();
+                    }
+                };
+                s.length = s.prompt.length;
+            }
+            for (int r = 0; r < b; r++) {
+                float[] row = new float[vocab];
+                logits.get((r * total + total - 1) * vocab, row, 0, vocab);
+                group.get(r).onLogits(row);
+            }
+            return true;
+        } finally {
+            created.forEach(ContinuousBatchingEngine::closeQuietly);
+        }
+    }
+
     private void prefill(Sequence s, int n) throws OrtException {
         int start = s.length, total = start + n;
         LongBuffer ids = longs(n), mask = longs(total), pos = longs(n);
@@ -320,6 +416,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             steps.incrementAndGet();
             s.releaseOwnKv();
             s.ownOwner = result;
+            s.ownRow = 0;
+            s.ownSpan = total;
             s.ownKeys = new OnnxTensor[spec.layers()];
             s.ownValues = new OnnxTensor[spec.layers()];
             for (int l = 0; l < spec.layers(); l++) {
@@ -394,9 +492,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 KvBlock.copyRow(spec, src, keepIndex.get(i), batchLength, dst, row++, length, keep.get(i).length);
             }
         }
+        Map<OnnxTensor, Buffer> read = new java.util.IdentityHashMap<>(); // sequences prefilled together share one tensor
         for (Sequence s : joining) {
-            Buffer src = KvBlock.read(key ? s.ownKeys[layer] : s.ownValues[layer], spec);
-            KvBlock.copyRow(spec, src, 0, s.length, dst, row++, length, s.length);
+            Buffer src = read.computeIfAbsent(key ? s.ownKeys[layer] : s.ownValues[layer], t -> KvBlock.read(t, spec));
+            KvBlock.copyRow(spec, src, s.ownRow, s.ownSpan, dst, row++, length, s.length);
         }
         return KvBlock.tensor(env, spec, dst, batch, length);
     }
@@ -496,8 +595,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         int generated;
         boolean finished;
         boolean left;
-        OnnxTensor[] ownKeys;
+        OnnxTensor[] ownKeys;   // this sequence's KV before it joins the batch: row ownRow of [*, kv, ownSpan, d]
         OnnxTensor[] ownValues;
+        int ownRow;
+        int ownSpan;
         AutoCloseable ownOwner;
 
         Sequence(GenerationRequest request) {

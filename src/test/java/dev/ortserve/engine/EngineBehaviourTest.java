@@ -79,6 +79,38 @@ class EngineBehaviourTest {
     }
 
     @Test
+    void promptsArrivingTogetherArePrefilledInOnePassWithTheSameOutputs() {
+        // a prefill budget that holds all eight prompts, left-padded to the longest
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, EngineOptions.defaults().withLimits(16, 64, 4096))) {
+            List<GenerationRequest> requests = new ArrayList<>();
+            for (String p : PROMPTS) requests.add(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)));
+            List<EngineTestSupport.Result> alone = new ArrayList<>();
+            for (GenerationRequest r : requests) alone.add(EngineTestSupport.collect(engine.generate(r)));
+            long before = engine.steps();
+            List<EngineTestSupport.Result> together = engine.generateAll(requests).stream().map(EngineTestSupport::collect).toList();
+            for (int i = 0; i < PROMPTS.length; i++) {
+                assertEquals(alone.get(i).tokens(), together.get(i).tokens(), "prompt " + i);
+            }
+            // one forward pass prefilled all eight (and gave their first tokens), then 11 batched decode steps
+            assertEquals(12, engine.steps() - before);
+            assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
+    void aBadPromptInABatchedPrefillStillFailsAlone() {
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, EngineOptions.defaults().withLimits(16, 64, 4096))) {
+            int[] good = model.tokenizer().encode("a good prompt");
+            List<Multi<TokenEvent>> both = engine.generateAll(List.of(EngineTestSupport.request(good, greedyNoEos(5)),
+                    EngineTestSupport.request(new int[] {1, 2, 50_000}, greedyNoEos(5))));
+            Throwable failure = assertThrows(RuntimeException.class, () -> EngineTestSupport.collect(both.get(1)));
+            assertTrue(failure instanceof EngineStepException || failure.getCause() instanceof EngineStepException, failure.toString());
+            assertEquals(5, EngineTestSupport.collect(both.get(0)).tokens().size(), "the good prompt of the same batch is served");
+            assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
     void seededSamplingIsReproducibleAloneAndBatched() {
         try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
             int[] prompt = model.tokenizer().encode("Sampling with a seed");
