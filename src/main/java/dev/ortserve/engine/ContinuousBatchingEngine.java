@@ -62,7 +62,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private final AtomicInteger waiting = new AtomicInteger();
     private final AtomicLong steps = new AtomicLong();
     private volatile EngineListener listener = EngineListener.NONE;
-    private final java.util.concurrent.atomic.AtomicBoolean faultNextDecode = new java.util.concurrent.atomic.AtomicBoolean();
+    private final AtomicInteger faultAtRows = new AtomicInteger();
 
     // engine-thread state
     private final List<Sequence> prefilling = new ArrayList<>();
@@ -105,12 +105,14 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     }
 
     /**
-     * Fault injection for resilience tests: the next batched decode step is given a token id past
-     * the embedding table, so ONNX Runtime itself fails that step (a real OrtException, not a
-     * simulated one) and every sequence in it fails as a real step failure would.
+     * Fault injection for resilience tests: the next batched decode step that holds at least
+     * {@code minRows} sequences is given a token id past the embedding table, so ONNX Runtime itself
+     * fails that step (a real OrtException, not a simulated one) and every sequence in it fails as a
+     * real step failure would. Armed before the requests start, it does not depend on timing;
+     * 0 disarms it.
      */
-    public void injectDecodeFault() {
-        faultNextDecode.set(true);
+    public void injectDecodeFault(int minRows) {
+        faultAtRows.set(Math.max(0, minRows));
     }
 
     /** Sets who hears about scheduling and steps (metrics). */
@@ -217,7 +219,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             int pad = batchLength - s.length;
             for (int j = pad; j < total; j++) mask.put(r * total + j, 1);
         }
-        if (faultNextDecode.getAndSet(false)) {
+        int faultRows = faultAtRows.get();
+        if (faultRows > 0 && b >= faultRows && faultAtRows.compareAndSet(faultRows, 0)) {
             ids.put(0, Integer.MAX_VALUE);
         }
         Map<String, OnnxTensor> in = new HashMap<>();

@@ -19,7 +19,13 @@ import java.util.SplittableRandom;
  * Run with {@code ./mvnw -Pbench test -Dtest=EmbeddingBenchmark}.
  */
 @Tag("bench")
-class EmbeddingBenchmark {
+public class EmbeddingBenchmark {
+
+    /** The same measurement outside Maven and JUnit (for a machine with only a Java runtime and the packaged app). */
+    public static void main(String[] args) throws Exception {
+        Files.createDirectories(Path.of("target"));
+        new EmbeddingBenchmark().batchedVersusOneByOne();
+    }
 
     static final String[] WORDS = ("the a server model request batch token vector search query document passage index "
             + "fast slow small large river city answer question data cloud java engine memory queue thread").split(" ");
