@@ -60,11 +60,11 @@ class MetricsTest extends ApiTest {
         assertTrue(metrics.contains("ortserve_time_to_first_token_seconds_bucket"), "histogram buckets for dashboards");
     }
 
-    /** ortserve_batch_size is what the batch holds now: at least one row while a request decodes, zero once it has left. */
+    /** ortserve_batch_size is what the batch holds now: at least one row while a request decodes, zero once it has left (a 1,500-token request: long enough to be seen on a fast machine). */
     @Test
     void batchGaugeFollowsTheRunningBatch() throws Exception {
         CompletableFuture<Integer> running = CompletableFuture.supplyAsync(() ->
-                json().body("{\"model\":\"tiny\",\"prompt\":\"long\",\"max_tokens\":400,\"ignore_eos\":true}")
+                json().body("{\"model\":\"tiny\",\"prompt\":\"long\",\"max_tokens\":1500,\"ignore_eos\":true}")
                         .post("/v1/completions").then().extract().statusCode());
         double seen = 0;
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
