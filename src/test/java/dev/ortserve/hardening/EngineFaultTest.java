@@ -95,9 +95,9 @@ class EngineFaultTest extends ApiTest {
         HttpClient client = HttpClient.newHttpClient();
         engine.injectDecodeFault(2); // the first decode step that holds both streams
         Iterator<String> completion = openStream(client, "/v1/completions",
-                "{\"model\":\"tiny\",\"prompt\":\"Once\",\"max_tokens\":1000,\"ignore_eos\":true,\"stream\":true}");
+                "{\"model\":\"tiny\",\"prompt\":\"Once\",\"max_tokens\":1800,\"ignore_eos\":true,\"stream\":true}");
         Iterator<String> chat = openStream(client, "/v1/chat/completions",
-                "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1000,\"ignore_eos\":true,\"stream\":true}");
+                "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1800,\"ignore_eos\":true,\"stream\":true}");
         untilFirstToken(completion);
         untilFirstToken(chat);
         // both end with the error of the one failed step: they were in it together
