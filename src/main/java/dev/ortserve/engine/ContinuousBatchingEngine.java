@@ -71,6 +71,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private OnnxTensor[] pastValues;
     private AutoCloseable pastOwner;
     private int batchLength;
+    private long lastForwardNanos;
 
     public ContinuousBatchingEngine(LoadedModel model, EngineOptions options) {
         this.model = model;
@@ -191,7 +192,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             }
             try {
                 if (!rows.isEmpty()) {
+                    int decoding = rows.size();
+                    long started = System.nanoTime();
                     decodeStep();
+                    listener.decoded(decoding, lastForwardNanos, System.nanoTime() - started);
                 }
                 joining = prefillChunks();
                 List<Sequence> leaving = rows.stream().filter(Sequence::done).toList();
@@ -234,7 +238,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 in.put(spec.pastKey(l), pastKeys[l]);
                 in.put(spec.pastValue(l), pastValues[l]);
             }
+            long forwardStart = System.nanoTime();
             OrtSession.Result result = session.run(in, outputs);
+            lastForwardNanos = System.nanoTime() - forwardStart;
             steps.incrementAndGet();
             closeQuietly(pastOwner);
             adoptPresent(result);

@@ -16,4 +16,12 @@ public interface EngineListener {
      */
     default void stepped(int rows, long kvPositions, long kvCapacity) {
     }
+
+    /**
+     * A batched decode step of {@code rows} sequences took {@code stepNanos} in all, of which
+     * {@code forwardNanos} in ONNX Runtime; the rest is sampling and the per-token callbacks of every
+     * stream, which run on the engine thread.
+     */
+    default void decoded(int rows, long forwardNanos, long stepNanos) {
+    }
 }

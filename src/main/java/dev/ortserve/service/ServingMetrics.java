@@ -39,10 +39,18 @@ public class ServingMetrics {
         Gauge.builder("ortserve_kv_cache_usage_ratio", kvUsage, AtomicReference::get)
                 .description("KV cache positions held / positions the limits allow (max-sequences x context)").tag("model", model).register(registry);
         Timer queue = timer("ortserve.queue.time", "Time from admission to the start of prefill", model);
+        Timer step = timer("ortserve.decode.step", "A batched decode step in all: forward pass, sampling and the per-token callbacks of every stream", model);
+        Timer forward = timer("ortserve.decode.forward", "The ONNX Runtime forward pass of a batched decode step", model);
         return new EngineListener() {
             @Override
             public void scheduled(long queuedNanos) {
                 queue.record(queuedNanos, TimeUnit.NANOSECONDS);
+            }
+
+            @Override
+            public void decoded(int rows, long forwardNanos, long stepNanos) {
+                forward.record(forwardNanos, TimeUnit.NANOSECONDS);
+                step.record(stepNanos, TimeUnit.NANOSECONDS);
             }
 
             @Override

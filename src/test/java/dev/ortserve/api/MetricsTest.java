@@ -42,6 +42,7 @@ class MetricsTest extends ApiTest {
         List<String> moving = List.of("ortserve_prompt_tokens_total", "ortserve_generation_tokens_total",
                 "ortserve_time_to_first_token_seconds_count", "ortserve_inter_token_latency_seconds_count",
                 "ortserve_e2e_request_latency_seconds_count", "ortserve_queue_time_seconds_count",
+                "ortserve_decode_step_seconds_count", "ortserve_decode_forward_seconds_count",
                 "ortserve_requests_rejected_total{reason=\"model_not_found\"", "ortserve_store_operation_seconds_count{op=\"put\"");
         json().body("{\"model\":\"tiny\",\"prompt\":\"warm\",\"max_tokens\":2}").post("/v1/completions").then().statusCode(200);
         json().body("{\"model\":\"nope\",\"prompt\":\"x\"}").post("/v1/completions").then().statusCode(404);
