@@ -118,6 +118,14 @@ public interface OrtserveConfig {
         @WithDefault("256")
         int prefillChunkTokens();
 
+        /**
+         * How long an idle engine lets a burst of requests gather before its first prefill: it starts
+         * once no new request has come for a quarter of this, the queue holds max-sequences, or this
+         * much has passed since the first arrival. 0 starts at once.
+         */
+        @WithDefault("50ms")
+        Duration batchWindow();
+
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();
 

@@ -36,8 +36,12 @@ import java.util.concurrent.locks.ReentrantLock;
  * <li>While the membership does not change, the previous step's present tensors are fed back as
  * the next past tensors without a copy. Only when sequences join or leave is the batch
  * repacked (one copy of the live rows into a new left-padded layout, trimmed to the longest).</li>
- * <li>Waiting prompts are prefilled alone, a chunk of at most prefill-chunk-tokens per
- * iteration, between decode steps, so a long prompt never freezes running streams.</li>
+ * <li>Waiting prompts are prefilled between decode steps, at most prefill-chunk-tokens per
+ * iteration, so a long prompt never freezes running streams: prompts that fit the budget whole
+ * share one left-padded pass, longer ones are prefilled alone in chunks. While nothing decodes,
+ * one pass may take every waiting prompt that fits the budget whole.</li>
+ * <li>An idle engine lets a burst of requests gather for a few milliseconds (the batch window)
+ * before its first prefill, so that clients arriving together start decoding together.</li>
  * </ol>
  * Finished or cancelled sequences leave at the next step boundary.
  */
@@ -176,6 +180,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                     work.awaitUninterruptibly();
                 }
                 if (closed) break;
+                if (rows.isEmpty() && prefilling.isEmpty()) {
+                    gatherBurst();
+                }
                 while (!queue.isEmpty() && rows.size() + prefilling.size() < options.maxSequences()) {
                     Sequence s = queue.poll();
                     waiting.decrementAndGet();
@@ -209,6 +216,30 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             }
         }
         shutdown();
+    }
+
+    /**
+     * On an idle engine, lets a burst of requests gather before the first prefill (lock held), so
+     * that clients arriving within milliseconds of each other share one prefill pass and start
+     * decoding together instead of the first ones' prefill and first tokens racing ahead of the
+     * rest. Waits until no new request has come for a quarter of the batch window, the queue holds
+     * a full batch, or the window has passed since the first arrival; zero turns it off.
+     */
+    private void gatherBurst() {
+        long window = options.batchWindow().toNanos();
+        if (window <= 0 || queue.isEmpty()) return;
+        long quiet = Math.max(1, window / 4);
+        long deadline = queue.peekFirst().admittedAt + window;
+        while (!closed && queue.size() < options.maxSequences()) {
+            long wait = Math.min(queue.peekLast().admittedAt + quiet, deadline) - System.nanoTime();
+            if (wait <= 0) break;
+            try {
+                work.awaitNanos(wait);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
     }
 
     /** One batched decode step for every running row. */
@@ -304,17 +335,21 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /**
      * Prefills, in one left-padded forward pass, the waiting sequences that have not started and
-     * whose whole prompt fits the budget (padding counted): sixteen prompts arriving together cost
-     * one pass instead of sixteen. Returns the budget used. If the pass fails, nothing changed and
+     * whose whole prompt fits the budget (padding counted; while no row decodes, the pass may hold
+     * max-sequences budgets): sixteen prompts arriving together cost one pass instead of sixteen.
+     * Returns the budget used. If the pass fails, nothing changed and
      * the per-sequence path below runs them one by one, so a bad prompt still fails alone.
      */
     private int prefillTogether(List<Sequence> ready, int budget) throws OrtException {
         List<Sequence> group = new ArrayList<>();
         int longest = 0;
+        // the budget bounds how long running streams wait for a prefill; with none running, the pass
+        // may hold every prompt that fits the budget on its own (a burst on an idle engine in one pass)
+        int passBudget = rows.isEmpty() ? budget * options.maxSequences() : budget;
         for (Sequence s : prefilling) {
-            if (s.cancelled || s.length != 0 || s.ownKeys != null) continue;
+            if (s.cancelled || s.length != 0 || s.ownKeys != null || s.prompt.length > budget) continue;
             int l = Math.max(longest, s.prompt.length);
-            if ((group.size() + 1) * l > budget) continue;
+            if ((group.size() + 1) * l > passBudget) continue;
             group.add(s);
             longest = l;
         }

@@ -85,7 +85,7 @@ public class GenerationModelHost {
         EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
-                config.engine().maxModelLen());
+                config.engine().maxModelLen(), config.engine().batchWindow());
         LoadedModel model = ModelLoader.load(dir, options);
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {

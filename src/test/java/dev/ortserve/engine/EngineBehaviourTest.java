@@ -11,6 +11,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -94,6 +95,37 @@ class EngineBehaviourTest {
             // one forward pass prefilled all eight (and gave their first tokens), then 11 batched decode steps
             assertEquals(12, engine.steps() - before);
             assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
+    void requestsArrivingOneByOneOnAnIdleEngineGatherIntoOnePrefillPass() {
+        // a long window, so that even a slow machine submits all eight within its quiet gap (1 s)
+        EngineOptions options = EngineOptions.defaults().withLimits(16, 64, 4096).withBatchWindow(Duration.ofSeconds(4));
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
+            List<GenerationRequest> requests = new ArrayList<>();
+            for (String p : PROMPTS) requests.add(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)));
+            long before = engine.steps();
+            List<Multi<TokenEvent>> streams = new ArrayList<>();
+            for (GenerationRequest r : requests) streams.add(engine.generate(r)); // eight separate arrivals
+            List<EngineTestSupport.Result> results = streams.stream().map(EngineTestSupport::collect).toList();
+            // one prefill pass for all eight (with their first tokens), then 11 decode steps of all eight
+            assertEquals(12, engine.steps() - before);
+            results.forEach(r -> assertEquals(12, r.tokens().size()));
+            assertEquals(0, engine.runningSequences());
+        }
+    }
+
+    @Test
+    void aLoneRequestWaitsOnlyTheQuietGapNotTheWholeWindow() {
+        EngineOptions options = OPTIONS.withBatchWindow(Duration.ofSeconds(8)); // quiet gap: 2 s
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
+            long start = System.nanoTime();
+            Multi<TokenEvent> events = engine.generate(EngineTestSupport.request(model.tokenizer().encode("Hi"), greedyNoEos(1)));
+            assertEquals(1, EngineTestSupport.collect(events).tokens().size());
+            double seconds = (System.nanoTime() - start) / 1e9;
+            assertTrue(seconds >= 2, "started before the quiet gap had passed: " + seconds + " s");
+            assertTrue(seconds < 6, "held for the whole window: " + seconds + " s");
         }
     }
 
@@ -313,7 +345,7 @@ class EngineBehaviourTest {
 
     @Test
     void contextLengthCapsGeneration() {
-        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20));
+        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20), EngineOptions.DEFAULT_BATCH_WINDOW);
         try (LoadedModel small = ModelLoader.load(tiny, shortContext);
              GenerationEngine engine = new ContinuousBatchingEngine(small, shortContext)) {
             int[] prompt = small.tokenizer().encode("fifteen tokens or so of prompt");

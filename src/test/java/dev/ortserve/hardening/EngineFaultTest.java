@@ -96,9 +96,11 @@ class EngineFaultTest extends ApiTest {
         engine.injectDecodeFault(2); // the first decode step that holds both streams
         Iterator<String> completion = openStream(client, "/v1/completions",
                 "{\"model\":\"tiny\",\"prompt\":\"Once\",\"max_tokens\":1800,\"ignore_eos\":true,\"stream\":true}");
+        // the completion has produced text before the chat arrives (sent together, they would share a
+        // prefill pass and the very first decode step would fail, before any text of theirs)
+        untilFirstToken(completion);
         Iterator<String> chat = openStream(client, "/v1/chat/completions",
                 "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":1800,\"ignore_eos\":true,\"stream\":true}");
-        untilFirstToken(completion);
         untilFirstToken(chat);
         // both end with the error of the one failed step: they were in it together
         assertCleanErrorEnd(rest(completion), "the completions stream");
