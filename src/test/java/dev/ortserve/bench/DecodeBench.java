@@ -23,8 +23,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * The measurements shared by {@link ServingBenchmark} (everything in one JVM) and
@@ -143,52 +146,107 @@ final class DecodeBench {
         return out;
     }
 
-    /** {@code streams} concurrent streaming clients of {@code POST /v1/completions} at {@code base} (ending in '/'). */
+    /**
+     * {@code streams} concurrent streaming clients of {@code POST /v1/completions} at {@code base} (ending in '/').
+     * Each client gets its connection and thread first (one short request each, all at once), then all
+     * send together when a latch opens: the arrivals measure the server, not the load generator's
+     * connection setup (a fresh client opened its sixteen connections over ~40 ms on two cores).
+     */
     static Stats http(String base, String model, int[][] prompts, int streams, int output) throws Exception {
         HttpClient client = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
         ExecutorService pool = Executors.newFixedThreadPool(streams);
         try {
+            List<CompletableFuture<Void>> connected = new ArrayList<>();
+            for (int s = 0; s < streams; s++) {
+                HttpRequest warm = completion(base, model, prompts[s], 1);
+                connected.add(CompletableFuture.runAsync(() -> read(client, warm, new ArrayList<>()), pool));
+            }
+            CompletableFuture.allOf(connected.toArray(CompletableFuture[]::new)).get();
             List<List<Long>> arrivals = new ArrayList<>();
+            int[] tokens = new int[streams];
             List<CompletableFuture<Void>> done = new ArrayList<>();
-            long start = System.nanoTime();
+            CountDownLatch go = new CountDownLatch(1);
             for (int s = 0; s < streams; s++) {
                 List<Long> times = new ArrayList<>();
                 arrivals.add(times);
-                String body = "{\"model\":\"" + model + "\",\"prompt\":" + Arrays.toString(prompts[s]) + ",\"max_tokens\":" + output
-                        + ",\"temperature\":0,\"ignore_eos\":true,\"stream\":true}";
-                HttpRequest request = HttpRequest.newBuilder(URI.create(base + "v1/completions"))
-                        .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build();
+                HttpRequest request = completion(base, model, prompts[s], output);
+                int stream = s;
                 done.add(CompletableFuture.runAsync(() -> {
                     try {
-                        HttpResponse<java.io.InputStream> response = client.send(request, HttpResponse.BodyHandlers.ofInputStream());
-                        try (BufferedReader reader = new BufferedReader(new InputStreamReader(response.body(), StandardCharsets.UTF_8))) {
-                            String line;
-                            while ((line = reader.readLine()) != null) {
-                                if (line.startsWith("data: {")) times.add(System.nanoTime());
-                            }
-                        }
-                    } catch (Exception e) {
+                        go.await();
+                    } catch (InterruptedException e) {
                         throw new IllegalStateException(e);
                     }
+                    tokens[stream] = read(client, request, times);
                 }, pool));
             }
+            Thread.sleep(50); // every client thread is parked on the latch
+            long start = System.nanoTime();
+            go.countDown();
             CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).get();
-            return stats("HTTP streaming", streams, start, arrivals);
+            return stats("HTTP streaming", streams, start, arrivals, tokens);
         } finally {
             pool.shutdown();
         }
     }
 
+    private static HttpRequest completion(String base, String model, int[] prompt, int output) {
+        String body = "{\"model\":\"" + model + "\",\"prompt\":" + Arrays.toString(prompt) + ",\"max_tokens\":" + output
+                + ",\"temperature\":0,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}";
+        return HttpRequest.newBuilder(URI.create(base + "v1/completions"))
+                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build();
+    }
+
+    private static final Pattern COMPLETION_TOKENS = Pattern.compile("\"completion_tokens\":(\\d+)");
+
+    /**
+     * Sends one streaming request, records the arrival time of every chunk with text and returns the
+     * stream's token count from its usage chunk: a token whose text is an incomplete UTF-8 character
+     * sends no chunk of its own (the random-weight model produces such tokens), so chunks undercount.
+     */
+    private static int read(HttpClient client, HttpRequest request, List<Long> times) {
+        try {
+            HttpResponse<java.io.InputStream> response = client.send(request, HttpResponse.BodyHandlers.ofInputStream());
+            int tokens = -1;
+            try (BufferedReader reader = new BufferedReader(new InputStreamReader(response.body(), StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = reader.readLine()) != null) {
+                    if (!line.startsWith("data: {")) continue;
+                    if (line.contains("\"choices\":[]")) {
+                        Matcher m = COMPLETION_TOKENS.matcher(line);
+                        if (m.find()) tokens = Integer.parseInt(m.group(1));
+                    } else {
+                        times.add(System.nanoTime());
+                    }
+                }
+            }
+            if (tokens < 0) throw new IllegalStateException("The stream sent no usage chunk");
+            return tokens;
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
     static Stats stats(String label, int streams, long start, List<List<Long>> arrivals) {
+        return stats(label, streams, start, arrivals, arrivals.stream().mapToInt(List::size).toArray());
+    }
+
+    /**
+     * @param tokens each stream's token count; more than its arrivals when some tokens arrived
+     *               together in one chunk. The from-first-token rate counts tokens, the steady rate
+     *               counts arrivals after the last first token (so it can only undercount)
+     */
+    static Stats stats(String label, int streams, long start, List<List<Long>> arrivals, int[] tokens) {
         List<Double> ttft = new ArrayList<>(), itl = new ArrayList<>();
         long firstToken = Long.MAX_VALUE, lastToken = 0;
         int decodeTokens = 0;
-        for (List<Long> times : arrivals) {
+        for (int k = 0; k < arrivals.size(); k++) {
+            List<Long> times = arrivals.get(k);
             ttft.add((times.get(0) - start) / 1e9);
             for (int i = 1; i < times.size(); i++) itl.add((times.get(i) - times.get(i - 1)) / 1e9);
             firstToken = Math.min(firstToken, times.get(0));
             lastToken = Math.max(lastToken, times.get(times.size() - 1));
-            decodeTokens += times.size() - 1;
+            decodeTokens += tokens[k] - 1;
         }
         double seconds = (lastToken - firstToken) / 1e9;
         long allStarted = 0;
