@@ -6,41 +6,54 @@ import org.jboss.logging.Logger;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
-import java.util.concurrent.ArrayBlockingQueue;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
-import java.util.concurrent.TimeUnit;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * Embeds on one dedicated worker thread with its own bounded queue, so an embedding flood never
  * takes the generation engine's thread and a full queue is refused at once (429). Inputs are
  * tokenized and checked against the model's limit before any ONNX run, sorted by length and cut
  * into batches of at most {@code maxBatch} inputs, each padded only to its own longest member.
+ * Requests that wait in the queue together are merged into the same forward passes (up to
+ * {@code maxBatch} inputs), so many clients sending one input each cost few passes; if a merged
+ * pass fails, each request is retried alone, so one request's failure never becomes another's.
  */
 public final class EmbeddingEngine implements AutoCloseable {
 
     private static final Logger LOG = Logger.getLogger(EmbeddingEngine.class);
 
+    private record Job(List<int[]> tokens, CompletableFuture<List<EmbeddingResult>> result) {
+    }
+
     private final EmbeddingModel model;
     private final int maxBatch;
     private final int queueCapacity;
-    private final ThreadPoolExecutor worker;
+    private final LinkedBlockingQueue<Job> queue = new LinkedBlockingQueue<>();
+    /** Requests accepted and not finished: the queue's capacity plus the one the worker runs. */
+    private final Semaphore admitted;
+    private final Thread worker;
+    private final AtomicLong passes = new AtomicLong();
+    private volatile boolean closed;
 
     public EmbeddingEngine(EmbeddingModel model, int maxBatch, int queueCapacity) {
         this.model = model;
         this.maxBatch = Math.max(1, maxBatch);
         this.queueCapacity = queueCapacity;
-        this.worker = new ThreadPoolExecutor(1, 1, 0, TimeUnit.SECONDS, new ArrayBlockingQueue<>(Math.max(1, queueCapacity)),
-                r -> {
-                    Thread t = new Thread(r, "ortserve-embeddings");
-                    t.setDaemon(true);
-                    return t;
-                });
+        this.admitted = new Semaphore(Math.max(1, queueCapacity) + 1);
+        this.worker = new Thread(this::loop, "ortserve-embeddings");
+        this.worker.setDaemon(true);
+        this.worker.start();
     }
 
     public EmbeddingModel model() {
         return model;
+    }
+
+    /** Forward passes run so far (for tests and benchmarks). */
+    public long passes() {
+        return passes.get();
     }
 
     /** Token ids of each input, as the model will read them; checks lengths and vocabulary first. */
@@ -69,25 +82,71 @@ public final class EmbeddingEngine implements AutoCloseable {
 
     /** Embeds already prepared token ids; results in input order. */
     public Uni<List<EmbeddingResult>> embed(List<int[]> tokens) {
-        CompletableFuture<List<EmbeddingResult>> result = new CompletableFuture<>();
-        try {
-            worker.execute(() -> {
-                try {
-                    result.complete(run(tokens));
-                } catch (Throwable e) {
-                    LOG.error("Embedding failed", e);
-                    result.completeExceptionally(e);
-                }
-            });
-        } catch (RejectedExecutionException e) {
+        if (closed) {
+            throw new IllegalStateException("The embedding engine is shut down");
+        }
+        if (!admitted.tryAcquire()) {
             throw new EmbeddingQueueFullException(queueCapacity);
         }
-        return Uni.createFrom().completionStage(result);
+        Job job = new Job(tokens, new CompletableFuture<>());
+        job.result().whenComplete((r, e) -> admitted.release());
+        queue.add(job);
+        return Uni.createFrom().completionStage(job.result());
     }
 
     /** Convenience: prepare and embed. */
     public Uni<List<EmbeddingResult>> embed(List<EmbeddingInput> inputs, boolean truncate) {
         return embed(prepare(inputs, truncate));
+    }
+
+    private void loop() {
+        while (!closed) {
+            Job first;
+            try {
+                first = queue.take();
+            } catch (InterruptedException e) {
+                break;
+            }
+            // requests that waited together share passes, as long as they fit one batch
+            List<Job> jobs = new ArrayList<>();
+            jobs.add(first);
+            int inputs = first.tokens().size();
+            for (Job next = queue.peek(); next != null && inputs + next.tokens().size() <= maxBatch; next = queue.peek()) {
+                jobs.add(queue.poll());
+                inputs += next.tokens().size();
+            }
+            if (jobs.size() == 1) {
+                runAlone(first);
+                continue;
+            }
+            List<int[]> all = new ArrayList<>(inputs);
+            jobs.forEach(j -> all.addAll(j.tokens()));
+            List<EmbeddingResult> results;
+            try {
+                results = run(all);
+            } catch (Throwable e) {
+                LOG.warnf("A merged embedding pass of %d requests failed (%s); running them one by one", jobs.size(), e.getMessage());
+                jobs.forEach(this::runAlone);
+                continue;
+            }
+            int from = 0;
+            for (Job j : jobs) {
+                j.result().complete(results.subList(from, from + j.tokens().size()));
+                from += j.tokens().size();
+            }
+        }
+        for (Job j; (j = queue.poll()) != null; ) {
+            j.result().completeExceptionally(new IllegalStateException("The embedding engine is shut down"));
+        }
+    }
+
+    private void runAlone(Job job) {
+        try {
+            job.result().complete(run(job.tokens()));
+        } catch (Throwable e) {
+            LOG.error("Embedding failed", e);
+            job.result().completeExceptionally(e);
+        }
     }
 
     private List<EmbeddingResult> run(List<int[]> tokens) throws Exception {
@@ -100,6 +159,7 @@ public final class EmbeddingEngine implements AutoCloseable {
             List<int[]> batch = new ArrayList<>(end - start);
             for (int k = start; k < end; k++) batch.add(tokens.get(order[k]));
             float[][] vectors = model.embedBatch(batch);
+            passes.incrementAndGet();
             for (int k = start; k < end; k++) out[order[k]] = new EmbeddingResult(vectors[k - start], tokens.get(order[k]).length);
         }
         return List.of(out);
@@ -107,7 +167,16 @@ public final class EmbeddingEngine implements AutoCloseable {
 
     @Override
     public void close() {
-        worker.shutdownNow();
+        closed = true;
+        worker.interrupt();
+        try {
+            worker.join(10_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        for (Job j; (j = queue.poll()) != null; ) { // arrived while the worker stopped
+            j.result().completeExceptionally(new IllegalStateException("The embedding engine is shut down"));
+        }
         model.close();
     }
 }

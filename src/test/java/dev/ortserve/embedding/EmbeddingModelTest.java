@@ -150,6 +150,43 @@ class EmbeddingModelTest {
     }
 
     @Test
+    void requestsWaitingTogetherShareOneForwardPass() throws Exception {
+        List<float[]> alone = new ArrayList<>();
+        for (int i = 0; i < 8; i++) alone.add(embed(List.of(EmbeddingInput.ofText(SENTENCES.get(i))), false).get(0).vector());
+        List<int[]> big = new ArrayList<>();
+        for (int i = 0; i < 256; i++) big.add(model.tokenize(SENTENCES.get(14)));
+        long before = engine.passes();
+        var busy = engine.embed(big).subscribeAsCompletionStage(); // eight passes of 32; the requests below queue behind it
+        List<java.util.concurrent.CompletableFuture<List<EmbeddingResult>>> singles = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            singles.add(engine.embed(List.of(EmbeddingInput.ofText(SENTENCES.get(i))), false).subscribeAsCompletionStage().toCompletableFuture());
+        }
+        busy.toCompletableFuture().get();
+        for (int i = 0; i < 8; i++) {
+            List<EmbeddingResult> result = singles.get(i).get();
+            assertEquals(1, result.size());
+            assertTrue(cosine(alone.get(i), result.get(0).vector()) > 0.99999, "request " + i + " got its own vector");
+            assertEquals(model.tokenize(SENTENCES.get(i)).length, result.get(0).promptTokens());
+        }
+        assertEquals(8 + 1, engine.passes() - before, "the eight waiting single-input requests shared one pass");
+    }
+
+    @Test
+    void aFailingRequestInAMergedPassFailsAlone() throws Exception {
+        List<int[]> big = new ArrayList<>();
+        for (int i = 0; i < 128; i++) big.add(model.tokenize(SENTENCES.get(14)));
+        var busy = engine.embed(big).subscribeAsCompletionStage();
+        var good1 = engine.embed(List.of(model.tokenize(SENTENCES.get(0)))).subscribeAsCompletionStage();
+        // prepared token ids skip the vocabulary check, so ONNX Runtime itself fails on this one
+        var bad = engine.embed(List.of(new int[] {101, 1_000_000, 102})).subscribeAsCompletionStage();
+        var good2 = engine.embed(List.of(model.tokenize(SENTENCES.get(1)))).subscribeAsCompletionStage();
+        busy.toCompletableFuture().get();
+        assertEquals(1, good1.toCompletableFuture().get().size());
+        assertEquals(1, good2.toCompletableFuture().get().size());
+        assertThrows(java.util.concurrent.ExecutionException.class, () -> bad.toCompletableFuture().get());
+    }
+
+    @Test
     void fullQueueIsRefused() throws Exception {
         EmbeddingEngine tiny = new EmbeddingEngine(model, 32, 1);
         List<int[]> big = new ArrayList<>();
