@@ -48,6 +48,8 @@ import java.util.concurrent.locks.ReentrantLock;
 public final class ContinuousBatchingEngine implements GenerationEngine {
 
     private static final Logger LOG = Logger.getLogger(ContinuousBatchingEngine.class);
+    /** Largest logits output (float32) of one prefill pass that grows past the budget on an idle engine. */
+    private static final long IDLE_PASS_LOGITS_BYTES = 256L << 20;
 
     private final LoadedModel model;
     private final DecoderSpec spec;
@@ -336,7 +338,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     /**
      * Prefills, in one left-padded forward pass, the waiting sequences that have not started and
      * whose whole prompt fits the budget (padding counted; while no row decodes, the pass may hold
-     * max-sequences budgets): sixteen prompts arriving together cost one pass instead of sixteen.
+     * up to max-sequences budgets, within 256 MB of logits): sixteen prompts arriving together cost
+     * one pass instead of sixteen.
      * Returns the budget used. If the pass fails, nothing changed and
      * the per-sequence path below runs them one by one, so a bad prompt still fails alone.
      */
@@ -344,8 +347,13 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         List<Sequence> group = new ArrayList<>();
         int longest = 0;
         // the budget bounds how long running streams wait for a prefill; with none running, the pass
-        // may hold every prompt that fits the budget on its own (a burst on an idle engine in one pass)
-        int passBudget = rows.isEmpty() ? budget * options.maxSequences() : budget;
+        // may hold every prompt that fits the budget on its own (a burst on an idle engine in one
+        // pass), as long as its logits (every position x vocabulary, its largest output) stay bounded
+        int passBudget = budget;
+        if (rows.isEmpty()) {
+            long byLogits = IDLE_PASS_LOGITS_BYTES / (4L * spec.vocabSize());
+            passBudget = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
+        }
         for (Sequence s : prefilling) {
             if (s.cancelled || s.length != 0 || s.ownKeys != null || s.prompt.length > budget) continue;
             int l = Math.max(longest, s.prompt.length);
