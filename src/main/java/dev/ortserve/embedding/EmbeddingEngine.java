@@ -135,9 +135,6 @@ public final class EmbeddingEngine implements AutoCloseable {
                 from += j.tokens().size();
             }
         }
-        for (Job j; (j = queue.poll()) != null; ) {
-            j.result().completeExceptionally(new IllegalStateException("The embedding engine is shut down"));
-        }
     }
 
     private void runAlone(Job job) {
@@ -174,7 +171,7 @@ public final class EmbeddingEngine implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        for (Job j; (j = queue.poll()) != null; ) { // arrived while the worker stopped
+        for (Job j; (j = queue.poll()) != null; ) { // never started: the worker has stopped
             j.result().completeExceptionally(new IllegalStateException("The embedding engine is shut down"));
         }
         model.close();

@@ -53,6 +53,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     private final LoadedModel model;
     private final DecoderSpec spec;
+    /** Positions one prefill pass may hold while no row decodes (see prefillTogether). */
+    private final int idlePassTokens;
     private final EngineOptions options;
     private final OrtEnvironment env;
     private final OrtSession session;
@@ -86,6 +88,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         this.env = model.environment();
         this.session = model.session();
         this.outputs = new LinkedHashSet<>(spec.outputNames());
+        int budget = Math.max(1, options.prefillChunkTokens());
+        long byLogits = IDLE_PASS_LOGITS_BYTES / (4L * spec.vocabSize());
+        this.idlePassTokens = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
         this.thread = new Thread(this::loop, "ortserve-engine");
         this.thread.setDaemon(true);
         this.thread.start();
@@ -349,11 +354,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         // the budget bounds how long running streams wait for a prefill; with none running, the pass
         // may hold every prompt that fits the budget on its own (a burst on an idle engine in one
         // pass), as long as its logits (every position x vocabulary, its largest output) stay bounded
-        int passBudget = budget;
-        if (rows.isEmpty()) {
-            long byLogits = IDLE_PASS_LOGITS_BYTES / (4L * spec.vocabSize());
-            passBudget = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
-        }
+        int passBudget = rows.isEmpty() ? idlePassTokens : budget;
         for (Sequence s : prefilling) {
             if (s.cancelled || s.length != 0 || s.ownKeys != null || s.prompt.length > budget) continue;
             int l = Math.max(longest, s.prompt.length);
