@@ -31,8 +31,8 @@ public class EmbeddingBenchmark {
     static final String[] WORDS = ("the a server model request batch token vector search query document passage index "
             + "fast slow small large river city answer question data cloud java engine memory queue thread").split(" ");
 
-    @Test
-    void batchedVersusOneByOne() throws Exception {
+    /** The 1,000 short sentences (5 to 14 words), seeded. */
+    static List<String> sentences() {
         SplittableRandom random = new SplittableRandom(3);
         List<String> sentences = new ArrayList<>();
         for (int i = 0; i < 1000; i++) {
@@ -41,6 +41,12 @@ public class EmbeddingBenchmark {
             for (int w = 0; w < n; w++) s.append(w == 0 ? "" : " ").append(WORDS[random.nextInt(WORDS.length)]);
             sentences.add(s.append('.').toString());
         }
+        return sentences;
+    }
+
+    @Test
+    void batchedVersusOneByOne() throws Exception {
+        List<String> sentences = sentences();
         try (EmbeddingEngine engine = new EmbeddingEngine(EmbeddingModel.loadBundled("cpu", 0, Runtime.getRuntime().availableProcessors()), 32, 64)) {
             run(engine, sentences.subList(0, 64), 1);
             run(engine, sentences.subList(0, 64), 32);
