@@ -126,6 +126,12 @@ public interface OrtserveConfig {
         @WithDefault("50ms")
         Duration batchWindow();
 
+        /**
+         * Bytes of KV the automatic prefix cache may keep (blocks of 16 tokens, least recently used
+         * evicted first); 0 turns it off; unset = KV for 32,768 tokens of the model, at most 1 GiB.
+         */
+        Optional<MemorySize> prefixCacheBytes();
+
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();
 

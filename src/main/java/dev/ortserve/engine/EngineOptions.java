@@ -6,27 +6,49 @@ import java.util.OptionalInt;
 /**
  * How a model is loaded and how much the engine may run at once.
  *
- * @param batchWindow how long an idle engine lets a burst of requests gather before its first
- *                    prefill (zero: start at once); see {@link ContinuousBatchingEngine}
+ * @param batchWindow       how long an idle engine lets a burst of requests gather before its first
+ *                          prefill (zero: start at once); see {@link Scheduler}
+ * @param prefixCacheBytes  bytes of KV the prefix cache may keep; 0 turns it off, negative = the
+ *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                            int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow) {
+                            int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                            long prefixCacheBytes) {
 
     public static final Duration DEFAULT_BATCH_WINDOW = Duration.ofMillis(50);
+    /** The default prefix cache holds this many tokens of KV ... */
+    public static final int DEFAULT_PREFIX_CACHE_TOKENS = 32_768;
+    /** ... within this many bytes. */
+    public static final long DEFAULT_PREFIX_CACHE_MAX_BYTES = 1L << 30;
 
     public static EngineOptions defaults() {
-        return new EngineOptions("cpu", 0, Runtime.getRuntime().availableProcessors(), 16, 64, 256, OptionalInt.empty(), DEFAULT_BATCH_WINDOW);
+        return new EngineOptions("cpu", 0, Runtime.getRuntime().availableProcessors(), 16, 64, 256, OptionalInt.empty(),
+                DEFAULT_BATCH_WINDOW, -1);
     }
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow);
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes);
     }
 
     public EngineOptions withProvider(String provider) {
-        return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow);
+        return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, window);
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, window, prefixCacheBytes);
+    }
+
+    public EngineOptions withPrefixCacheBytes(long bytes) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, bytes);
+    }
+
+    /** The prefix cache's budget for this model: as configured, or KV for 32,768 tokens within 1 GiB. */
+    public long prefixCacheBytes(DecoderSpec spec) {
+        if (prefixCacheBytes >= 0) return prefixCacheBytes;
+        return Math.min(DEFAULT_PREFIX_CACHE_MAX_BYTES, PrefixCache.bytesPerToken(spec) * DEFAULT_PREFIX_CACHE_TOKENS);
     }
 }

@@ -43,10 +43,15 @@ final class KvBlock {
      * buffer into row {@code dstRow} of a [*, kv, dstLength, d] buffer, right-aligned.
      */
     static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcLength, ByteBuffer dst, int dstRow, int dstLength, int rowLength) {
+        copyRow(spec, src, srcRow, srcLength, srcLength, dst, dstRow, dstLength, rowLength);
+    }
+
+    /** As above, for the {@code rowLength} positions that end at {@code srcEnd} (not at the row's end). */
+    static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcLength, int srcEnd, ByteBuffer dst, int dstRow, int dstLength, int rowLength) {
         int d = spec.headDim(), kv = spec.kvHeads();
         int count = rowLength * d;
         for (int h = 0; h < kv; h++) {
-            int from = ((srcRow * kv + h) * srcLength + (srcLength - rowLength)) * d;
+            int from = ((srcRow * kv + h) * srcLength + (srcEnd - rowLength)) * d;
             int to = ((dstRow * kv + h) * dstLength + (dstLength - rowLength)) * d;
             if (src instanceof FloatBuffer f) {
                 dst.asFloatBuffer().put(to, f, from, count);

@@ -13,6 +13,7 @@ import dev.ortserve.engine.modelgen.ModelSize;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.quarkus.runtime.configuration.MemorySize;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -45,6 +46,10 @@ public class GenerationModelHost {
 
     @Inject
     ServingMetrics metrics;
+
+    /** Wraps the engine's forward passes when a bean provides it (tests inject faults this way); none in production. */
+    @Inject
+    jakarta.enterprise.inject.Instance<dev.ortserve.engine.DecoderRunner.Decorator> runnerDecorators;
 
     private volatile GenerationEngine engine;
     private ChatPromptRenderer chatPrompts;
@@ -85,7 +90,8 @@ public class GenerationModelHost {
         EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
-                config.engine().maxModelLen(), config.engine().batchWindow());
+                config.engine().maxModelLen(), config.engine().batchWindow(),
+                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
         LoadedModel model = ModelLoader.load(dir, options);
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {
@@ -104,8 +110,10 @@ public class GenerationModelHost {
             model.close();
             throw e;
         }
-        ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options);
+        ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options,
+                runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
         batching.listener(metrics.engineListener(modelId));
+        metrics.prefixCache(modelId, batching::prefixCache);
         engine = batching;
         createdAt = Instant.now().getEpochSecond();
         Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)

@@ -2,7 +2,9 @@ package dev.ortserve.service;
 
 import dev.ortserve.engine.EngineListener;
 import dev.ortserve.engine.TokenEvent;
+import dev.ortserve.engine.PrefixCacheStats;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
@@ -59,6 +61,26 @@ public class ServingMetrics {
                 kvUsage.set(kvCapacity == 0 ? 0.0 : (double) kvPositions / kvCapacity);
             }
         };
+    }
+
+    /**
+     * The prefix cache's gauges (bytes held and budget, blocks) and counters read from it (lookups,
+     * prompt tokens looked up, tokens reused); nothing when the cache is off.
+     */
+    public void prefixCache(String model, java.util.function.Supplier<PrefixCacheStats> stats) {
+        if (stats.get() == null) return;
+        Gauge.builder("ortserve_prefix_cache_bytes", stats, s -> s.get().bytes())
+                .description("Bytes of KV the prefix cache holds (its blocks' native buffers)").tag("model", model).register(registry);
+        Gauge.builder("ortserve_prefix_cache_budget_bytes", stats, s -> s.get().budgetBytes())
+                .description("Bytes the prefix cache may hold").tag("model", model).register(registry);
+        Gauge.builder("ortserve_prefix_cache_blocks", stats, s -> s.get().blocks())
+                .description("Blocks (16 tokens each) in the prefix cache").tag("model", model).register(registry);
+        FunctionCounter.builder("ortserve_prefix_cache_lookups", stats, s -> s.get().lookups())
+                .description("Prompts looked up in the prefix cache").tag("model", model).register(registry);
+        FunctionCounter.builder("ortserve_prefix_cache_prompt_tokens", stats, s -> s.get().promptTokens())
+                .description("Prompt tokens looked up in the prefix cache").tag("model", model).register(registry);
+        FunctionCounter.builder("ortserve_prefix_cache_hit_tokens", stats, s -> s.get().hitTokens())
+                .description("Prompt tokens whose KV was reused from the prefix cache").tag("model", model).register(registry);
     }
 
     /** The same events, timed: time to first token, inter-token latency, end to end, and token counts. */

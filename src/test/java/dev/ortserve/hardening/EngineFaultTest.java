@@ -3,7 +3,7 @@ package dev.ortserve.hardening;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.ApiTest;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.service.GenerationModelHost;
 import io.quarkus.test.common.http.TestHTTPResource;
 import io.quarkus.test.junit.QuarkusTest;
@@ -40,12 +40,15 @@ class EngineFaultTest extends ApiTest {
     @Inject
     GenerationModelHost host;
 
+    @Inject
+    DecodeFaults faults;
+
     @TestHTTPResource
     URL base;
 
     @AfterEach
     void disarm() {
-        ((ContinuousBatchingEngine) host.engine()).injectDecodeFault(0); // never left armed for the next test
+        faults.disarm(); // never left armed for the next test
     }
 
     private Iterator<String> openStream(HttpClient client, String path, String body) throws Exception {
@@ -91,9 +94,9 @@ class EngineFaultTest extends ApiTest {
 
     @Test
     void aFailedDecodeStepEndsItsStreamsCleanlyAndTheEngineServesOn() throws Exception {
-        ContinuousBatchingEngine engine = (ContinuousBatchingEngine) host.engine();
+        GenerationEngine engine = host.engine();
         HttpClient client = HttpClient.newHttpClient();
-        engine.injectDecodeFault(2); // the first decode step that holds both streams
+        faults.arm(2); // the first decode step that holds both streams
         Iterator<String> completion = openStream(client, "/v1/completions",
                 "{\"model\":\"tiny\",\"prompt\":\"Once\",\"max_tokens\":1800,\"ignore_eos\":true,\"stream\":true}");
         // the completion has produced text before the chat arrives (sent together, they would share a
@@ -123,9 +126,9 @@ class EngineFaultTest extends ApiTest {
 
     @Test
     void aNonStreamingRequestInAFailedStepGetsTheErrorEnvelope() throws Exception {
-        ContinuousBatchingEngine engine = (ContinuousBatchingEngine) host.engine();
+        GenerationEngine engine = host.engine();
         HttpClient client = HttpClient.newHttpClient();
-        engine.injectDecodeFault(1); // this request's first decode step
+        faults.arm(1); // this request's first decode step
         var pending = client.sendAsync(HttpRequest.newBuilder(URI.create(base + "v1/completions"))
                         .header("Content-Type", "application/json")
                         .POST(HttpRequest.BodyPublishers.ofString("{\"model\":\"tiny\",\"prompt\":\"Once\",\"max_tokens\":1000,\"ignore_eos\":true}")).build(),

@@ -182,14 +182,16 @@ public class ChatResource implements ChatApi {
             choices.add(choice);
             completionTokens += r.generatedTokens();
         }
+        int cachedTokens = results.isEmpty() ? 0 : results.get(0).cachedTokens(); // one prompt: its first choice's
         return new CreateChatCompletionResponse().id(id)._object(CreateChatCompletionResponse.ObjectEnum.CHAT_COMPLETION)
                 .created(created).model(host.modelId()).choices(choices)
-                .usage(CompletionsResource.usage(CompletionsResource.promptTokens(call), completionTokens));
+                .usage(CompletionsResource.usage(CompletionsResource.promptTokens(call), cachedTokens, completionTokens));
     }
 
     private Multi<String> frames(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage, OutputParsers parsing) {
         AtomicInteger completionTokens = new AtomicInteger();
         int promptTokens = CompletionsResource.promptTokens(call);
+        CompletionsResource.CachedTokens cached = new CompletionsResource.CachedTokens(call);
         List<String> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
         for (int i = 0; i < call.choices(); i++) {
@@ -199,6 +201,7 @@ public class ChatResource implements ChatApi {
         }
         Multi<String> body = events.map(e -> {
             completionTokens.incrementAndGet();
+            cached.see(e);
             StringBuilder out = new StringBuilder();
             int index = e.index();
             if (!parsing.active()) {
@@ -223,7 +226,7 @@ public class ChatResource implements ChatApi {
         }).filter(f -> !f.isEmpty());
         Multi<String> tail = Multi.createFrom().deferred(() -> {
             List<String> end = new ArrayList<>();
-            if (includeUsage) end.add(frame(chunk(id, created).choices(List.of()).usage(CompletionsResource.usage(promptTokens, completionTokens.get()))));
+            if (includeUsage) end.add(frame(chunk(id, created).choices(List.of()).usage(CompletionsResource.usage(promptTokens, cached.total(), completionTokens.get()))));
             end.add("data: [DONE]\n\n");
             return Multi.createFrom().iterable(end);
         });

@@ -10,6 +10,7 @@ import dev.ortserve.api.model.CompletionChoice;
 import dev.ortserve.api.model.CompletionChunk;
 import dev.ortserve.api.model.CompletionLogprobs;
 import dev.ortserve.api.model.CompletionUsage;
+import dev.ortserve.api.model.CompletionUsagePromptTokensDetails;
 import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.model.CreateCompletionResponse;
 import dev.ortserve.api.union.StopReason;
@@ -107,6 +108,7 @@ public class CompletionsResource implements CompletionsApi {
                                               int generatedTokens) {
         List<CompletionChoice> choices = new ArrayList<>(results.size());
         int completionTokens = 0;
+        int cachedTokens = 0;
         for (int i = 0; i < results.size(); i++) {
             ChoiceResult r = results.get(i);
             CompletionCall.Prompt prompt = call.prompts().get(i / call.n());
@@ -118,9 +120,10 @@ public class CompletionsResource implements CompletionsApi {
             }
             choices.add(choice);
             completionTokens += r.generatedTokens();
+            if (i % call.n() == 0) cachedTokens += r.cachedTokens(); // a prompt counts once, like its tokens
         }
         return new CreateCompletionResponse().id(id)._object(CreateCompletionResponse.ObjectEnum.TEXT_COMPLETION).created(created)
-                .model(model).choices(choices).usage(usage(promptTokens(call), generatedTokens >= 0 ? generatedTokens : completionTokens));
+                .model(model).choices(choices).usage(usage(promptTokens(call), cachedTokens, generatedTokens >= 0 ? generatedTokens : completionTokens));
     }
 
     static int promptTokens(CompletionCall call) {
@@ -129,8 +132,31 @@ public class CompletionsResource implements CompletionsApi {
         return total;
     }
 
-    static CompletionUsage usage(int prompt, int completion) {
-        return new CompletionUsage().promptTokens(prompt).completionTokens(completion).totalTokens(prompt + completion);
+    /** @param cached prompt tokens whose KV came from the prefix cache */
+    static CompletionUsage usage(int prompt, int cached, int completion) {
+        return new CompletionUsage().promptTokens(prompt).completionTokens(completion).totalTokens(prompt + completion)
+                .promptTokensDetails(new CompletionUsagePromptTokensDetails().cachedTokens(cached));
+    }
+
+    /** Cached prompt tokens of a stream: each prompt's first choice reports its own on every event. */
+    static final class CachedTokens {
+        private final int[] byPrompt;
+        private final int n;
+
+        CachedTokens(CompletionCall call) {
+            this.byPrompt = new int[call.prompts().size()];
+            this.n = call.n();
+        }
+
+        void see(ChoiceEvent e) {
+            if (e.index() % n == 0) byPrompt[e.index() / n] = e.event().cachedTokens();
+        }
+
+        int total() {
+            int t = 0;
+            for (int c : byPrompt) t += c;
+            return t;
+        }
     }
 
     static CompletionChoice.FinishReasonEnum finish(FinishReason reason) {
@@ -188,8 +214,10 @@ public class CompletionsResource implements CompletionsApi {
 
         Multi<String> frames(Multi<ChoiceEvent> events) {
             int promptTokens = promptTokens(call);
+            CachedTokens cached = new CachedTokens(call);
             Multi<String> body = events.map(e -> {
                 completionTokens.incrementAndGet();
+                cached.see(e);
                 int index = e.index();
                 String text = e.event().textDelta();
                 if (!started[index]) {
@@ -207,12 +235,12 @@ public class CompletionsResource implements CompletionsApi {
                     offsets[index] += e.event().logprob().token().length();
                 }
                 CompletionChunk chunk = chunk().choices(List.of(choice));
-                if (continuousUsage) chunk.usage(usage(promptTokens, completionTokens.get()));
+                if (continuousUsage) chunk.usage(usage(promptTokens, cached.total(), completionTokens.get()));
                 return frame(chunk);
             }).filter(f -> !f.isEmpty());
             Multi<String> tail = Multi.createFrom().deferred(() -> {
                 List<String> end = new ArrayList<>();
-                if (includeUsage) end.add(frame(chunk().choices(List.of()).usage(usage(promptTokens, completionTokens.get()))));
+                if (includeUsage) end.add(frame(chunk().choices(List.of()).usage(usage(promptTokens, cached.total(), completionTokens.get()))));
                 end.add("data: [DONE]\n\n");
                 return Multi.createFrom().iterable(end);
             });

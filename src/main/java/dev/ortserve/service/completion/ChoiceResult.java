@@ -9,7 +9,7 @@ import java.util.List;
 
 /** One finished choice: its text (the concatenation of its stream deltas), tokens and logprobs. */
 public record ChoiceResult(String text, List<Integer> tokenIds, List<TokenLogprob> logprobs, FinishReason finishReason,
-                           Object stopReason, int promptTokens, int generatedTokens) {
+                           Object stopReason, int promptTokens, int generatedTokens, int cachedTokens) {
 
     static List<Accumulator> accumulators(int n) {
         List<Accumulator> list = new ArrayList<>(n);
@@ -32,7 +32,8 @@ public record ChoiceResult(String text, List<Integer> tokenIds, List<TokenLogpro
 
         ChoiceResult result() {
             return new ChoiceResult(text.toString(), tokens, logprobs, last == null ? FinishReason.ERROR : last.finishReason(),
-                    last == null ? null : last.stopReason(), last == null ? 0 : last.promptTokens(), tokens.size());
+                    last == null ? null : last.stopReason(), last == null ? 0 : last.promptTokens(), tokens.size(),
+                    last == null ? 0 : last.cachedTokens());
         }
     }
 }

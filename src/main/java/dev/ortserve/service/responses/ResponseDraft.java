@@ -152,9 +152,10 @@ final class ResponseDraft {
         return r;
     }
 
-    ObjectNode usage(int input, int output, int reasoning) {
+    /** @param cached input tokens whose KV came from the prefix cache */
+    ObjectNode usage(int input, int cached, int output, int reasoning) {
         ObjectNode u = mapper.createObjectNode().put("input_tokens", input).put("output_tokens", output).put("total_tokens", input + output);
-        u.putObject("input_tokens_details").put("cached_tokens", 0).put("cache_write_tokens", 0);
+        u.putObject("input_tokens_details").put("cached_tokens", cached).put("cache_write_tokens", 0);
         u.putObject("output_tokens_details").put("reasoning_tokens", reasoning);
         return u;
     }

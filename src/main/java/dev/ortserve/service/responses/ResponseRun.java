@@ -61,9 +61,11 @@ public final class ResponseRun {
         final StringBuilder text = new StringBuilder();
         final List<TokenLogprob> logprobs = new ArrayList<>();
         int tokens;
+        int cached;
         FinishReason finish;
 
         void add(TokenEvent e) {
+            cached = e.cachedTokens();
             text.append(e.textDelta());
             if (e.logprob() != null) logprobs.add(e.logprob());
             tokens++;
@@ -90,7 +92,7 @@ public final class ResponseRun {
         boolean incomplete = g.finish == FinishReason.LENGTH;
         List<ObjectNode> items = draft.items(out, incomplete, g.logprobs);
         int reasoningTokens = out.reasoning() == null || out.reasoning().isEmpty() ? 0 : tokenizer.encode(out.reasoning()).length;
-        return draft.response(incomplete ? "incomplete" : "completed", items, draft.usage(promptTokens, g.tokens, reasoningTokens),
+        return draft.response(incomplete ? "incomplete" : "completed", items, draft.usage(promptTokens, g.cached, g.tokens, reasoningTokens),
                 incomplete ? "max_output_tokens" : null, null);
     }
 

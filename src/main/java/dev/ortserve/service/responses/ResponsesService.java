@@ -210,7 +210,7 @@ public class ResponsesService {
 
     /** Refuses, before generation, a turn that could not be stored within the caps even with an empty output. */
     private void checkFitsStore(ResponseDraft draft, String owner, ArrayNode input, Conversation conversation) {
-        ObjectNode skeleton = draft.response("completed", List.of(), draft.usage(0, 0, 0), null, null);
+        ObjectNode skeleton = draft.response("completed", List.of(), draft.usage(0, 0, 0, 0), null, null);
         StoredResponse bare = new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input);
         int size = StoredResponseCodec.sizeOf(StoredResponseCodec.encode(bare));
         if (size > config.storeMaxRecordBytes()) {

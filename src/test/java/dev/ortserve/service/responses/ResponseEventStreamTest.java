@@ -53,7 +53,7 @@ class ResponseEventStreamTest {
         for (int i = 0; i < text.length(); i += pieceLength) {
             boolean last = i + pieceLength >= text.length();
             events.add(new ChoiceEvent(0, new TokenEvent(1, text.substring(i, Math.min(text.length(), i + pieceLength)), null,
-                    last ? finish : null, null, 10, events.size() + 1)));
+                    last ? finish : null, null, 10, events.size() + 1, 0)));
         }
         return Multi.createFrom().iterable(events);
     }

@@ -1,0 +1,34 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtException;
+
+/**
+ * Runs one forward pass of the decoder. The engine's only way to the model, and so the seam
+ * where tests put a runner that fails a chosen step (a {@link Decorator}).
+ */
+public interface DecoderRunner {
+
+    Forward run(ForwardPass pass) throws OrtException;
+
+    /** Wraps the engine's runner (tests: fault injection). */
+    @FunctionalInterface
+    interface Decorator {
+        DecoderRunner decorate(DecoderRunner runner);
+    }
+
+    /** A pass's outputs; closing frees them (unless a present tensor was adopted as a past: see {@link KvCache}). */
+    interface Forward extends AutoCloseable {
+        /** Logits of the last position of row {@code row} into {@code dst} (vocabulary-sized). */
+        void lastLogits(int row, float[] dst);
+
+        int vocabSize();
+
+        OnnxTensor presentKey(int layer);
+
+        OnnxTensor presentValue(int layer);
+
+        @Override
+        void close();
+    }
+}

@@ -1,0 +1,181 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtException;
+
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The batch's KV: per-layer past tensors [rows, kv_heads, length, head_dim], each row's
+ * positions right-aligned (left padding). While the batch's membership does not change, a decode
+ * step's present tensors become the next past without a copy ({@link #adopt}); when rows leave or
+ * join, the batch is repacked, one copy of the live rows into a new layout trimmed to the
+ * longest. Repacking is also when computed KV enters the prefix cache: a joining sequence's
+ * prompt, and a leaving sequence's prompt and generated tokens. Engine thread only.
+ */
+final class KvCache implements AutoCloseable {
+
+    private final DecoderSpec spec;
+    private final OrtEnvironment env;
+    private final PrefixCache prefix;
+    private OnnxTensor[] keys;
+    private OnnxTensor[] values;
+    private AutoCloseable owner;
+    private int length;
+
+    /** @param prefix the prefix cache, or null when it is off */
+    KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix) {
+        this.spec = spec;
+        this.env = env;
+        this.prefix = prefix;
+    }
+
+    PrefixCache prefix() {
+        return prefix;
+    }
+
+    /** Padded length of the batch's rows. */
+    int length() {
+        return length;
+    }
+
+    OnnxTensor[] keys() {
+        return keys;
+    }
+
+    OnnxTensor[] values() {
+        return values;
+    }
+
+    /** A decode step's present tensors become the past (no copy); the step's outputs are owned here now. */
+    void adopt(DecoderRunner.Forward forward, int newLength) {
+        OnnxTensor[] k = new OnnxTensor[spec.layers()], v = new OnnxTensor[spec.layers()];
+        for (int l = 0; l < spec.layers(); l++) {
+            k[l] = forward.presentKey(l);
+            v[l] = forward.presentValue(l);
+        }
+        release();
+        keys = k;
+        values = v;
+        owner = forward;
+        length = newLength;
+    }
+
+    /**
+     * Rebuilds the batch from the rows that go on and the joining sequences (each with its pending
+     * KV), left-padded to the longest. Rows and joiners that are done are dropped, their KV
+     * offered to the prefix cache first and then released. Returns the new rows.
+     */
+    List<Sequence> repack(List<Sequence> rows, List<Sequence> joining) throws OrtException {
+        List<Sequence> keep = new ArrayList<>(rows.size());
+        List<Integer> keepIndex = new ArrayList<>();
+        List<Sequence> leaving = new ArrayList<>();
+        for (int r = 0; r < rows.size(); r++) {
+            Sequence s = rows.get(r);
+            if (s.done()) {
+                leaving.add(s);
+            } else {
+                keep.add(s);
+                keepIndex.add(r);
+            }
+        }
+        // done() is read once per sequence: a client may cancel while this runs
+        List<Sequence> joiners = new ArrayList<>(), joinDone = new ArrayList<>();
+        for (Sequence s : joining) (s.done() ? joinDone : joiners).add(s);
+        List<Sequence> next = new ArrayList<>(keep);
+        next.addAll(joiners);
+        int newLength = 0;
+        for (Sequence s : next) newLength = Math.max(newLength, s.length);
+
+        // what enters the prefix cache: every joiner's prompt, every leaving row's tokens
+        Map<Sequence, PrefixCache.Insertion> inserting = new IdentityHashMap<>();
+        if (prefix != null) {
+            for (Sequence s : joining) offer(s, inserting);
+            for (Sequence s : leaving) offer(s, inserting);
+        }
+        boolean readBatch = !keep.isEmpty() || leaving.stream().anyMatch(inserting::containsKey);
+        OnnxTensor[] newKeys = new OnnxTensor[spec.layers()], newValues = new OnnxTensor[spec.layers()];
+        List<OnnxTensor> made = new ArrayList<>();
+        try {
+            for (int l = 0; l < spec.layers(); l++) {
+                for (int kind = 0; kind < 2; kind++) {
+                    ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newLength);
+                    int row = 0;
+                    if (readBatch) {
+                        Buffer src = KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
+                        for (int i = 0; i < keep.size(); i++) {
+                            KvBlock.copyRow(spec, src, keepIndex.get(i), length, dst, row++, newLength, keep.get(i).length);
+                        }
+                        for (Sequence s : leaving) {
+                            PrefixCache.Insertion ins = inserting.get(s);
+                            if (ins != null) ins.fill(l, kind, src, rows.indexOf(s), length, s.length);
+                        }
+                    }
+                    Map<OnnxTensor, Buffer> read = new IdentityHashMap<>(); // sequences prefilled together share one tensor
+                    for (Sequence s : joining) {
+                        PendingKv p = s.pending;
+                        PrefixCache.Insertion ins = inserting.get(s);
+                        boolean joins = joiners.contains(s);
+                        if (!joins && ins == null) continue;
+                        Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
+                        if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
+                        if (joins) KvBlock.copyRow(spec, src, p.row, p.span, dst, row++, newLength, s.length);
+                    }
+                    if (dst != null) {
+                        OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newLength);
+                        made.add(t);
+                        if (kind == 0) newKeys[l] = t; else newValues[l] = t;
+                    }
+                }
+            }
+        } catch (OrtException | RuntimeException e) {
+            made.forEach(OnnxTensor::close);
+            inserting.values().forEach(PrefixCache.Insertion::abandon);
+            throw e;
+        }
+        inserting.values().forEach(PrefixCache.Insertion::commit);
+        release();
+        if (!next.isEmpty()) {
+            keys = newKeys;
+            values = newValues;
+            owner = () -> made.forEach(OnnxTensor::close);
+        }
+        length = next.isEmpty() ? 0 : newLength;
+        for (Sequence s : leaving) s.retire();
+        joinDone.forEach(Sequence::retire);
+        joiners.forEach(Sequence::closePending);
+        return next;
+    }
+
+    private void offer(Sequence s, Map<Sequence, PrefixCache.Insertion> inserting) {
+        if (s.hold == null) return;
+        PrefixCache.Insertion ins = prefix.insert(s.hold, s.tokens(s.length));
+        if (!ins.isEmpty()) inserting.put(s, ins);
+    }
+
+    /** Frees the batch's tensors; the batch is empty afterwards. */
+    void release() {
+        if (owner != null) {
+            try {
+                owner.close();
+            } catch (Exception ignored) {
+                // nothing left to free
+            }
+        }
+        owner = null;
+        keys = null;
+        values = null;
+        length = 0;
+    }
+
+    @Override
+    public void close() {
+        release();
+    }
+}

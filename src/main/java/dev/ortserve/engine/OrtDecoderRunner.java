@@ -1,0 +1,116 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtException;
+import ai.onnxruntime.OrtSession;
+
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.LongBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/** Builds the ONNX inputs of a {@link ForwardPass} from the model's {@link DecoderSpec} and runs the session. */
+final class OrtDecoderRunner implements DecoderRunner {
+
+    private final DecoderSpec spec;
+    private final OrtEnvironment env;
+    private final OrtSession session;
+    private final Set<String> outputs;
+
+    OrtDecoderRunner(LoadedModel model) {
+        this.spec = model.spec();
+        this.env = model.environment();
+        this.session = model.session();
+        this.outputs = new LinkedHashSet<>(spec.outputNames());
+    }
+
+    @Override
+    public Forward run(ForwardPass pass) throws OrtException {
+        int b = pass.batch(), n = pass.newLength(), total = pass.totalLength();
+        Map<String, OnnxTensor> in = new HashMap<>();
+        List<OnnxTensor> created = new ArrayList<>();
+        try {
+            put(in, created, spec.inputIds(), OnnxTensor.createTensor(env, longs(pass.ids()), new long[] {b, n}));
+            put(in, created, spec.attentionMask(), OnnxTensor.createTensor(env, longs(pass.mask()), new long[] {b, total}));
+            if (spec.positionIds() != null) {
+                put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, longs(pass.positions()), new long[] {b, n}));
+            }
+            if (spec.useCacheBranch() != null) {
+                put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {pass.pastLength() > 0}));
+            }
+            for (int l = 0; l < spec.layers(); l++) {
+                if (pass.pastKeys() == null) {
+                    put(in, created, spec.pastKey(l), KvBlock.empty(env, spec, b));
+                    put(in, created, spec.pastValue(l), KvBlock.empty(env, spec, b));
+                } else {
+                    in.put(spec.pastKey(l), pass.pastKeys()[l]);
+                    in.put(spec.pastValue(l), pass.pastValues()[l]);
+                }
+            }
+            return new OrtForward(session.run(in, outputs), b, n);
+        } finally {
+            for (OnnxTensor t : created) t.close();
+        }
+    }
+
+    private static void put(Map<String, OnnxTensor> in, List<OnnxTensor> created, String name, OnnxTensor t) {
+        in.put(name, t);
+        created.add(t);
+    }
+
+    private static LongBuffer longs(long[] values) {
+        LongBuffer b = ByteBuffer.allocateDirect(values.length * Long.BYTES).order(ByteOrder.nativeOrder()).asLongBuffer();
+        b.put(values).flip();
+        return b;
+    }
+
+    private final class OrtForward implements Forward {
+        private final OrtSession.Result result;
+        private final int rows, columns;
+        private FloatBuffer logits;
+
+        OrtForward(OrtSession.Result result, int rows, int columns) {
+            this.result = result;
+            this.rows = rows;
+            this.columns = columns;
+        }
+
+        private FloatBuffer logits() {
+            if (logits == null) logits = ((OnnxTensor) result.get(spec.logits()).get()).getFloatBuffer();
+            return logits;
+        }
+
+        @Override
+        public int vocabSize() {
+            return logits().capacity() / (rows * columns);
+        }
+
+        @Override
+        public void lastLogits(int row, float[] dst) {
+            int vocab = vocabSize();
+            logits().get((row * columns + columns - 1) * vocab, dst, 0, vocab);
+        }
+
+        @Override
+        public OnnxTensor presentKey(int layer) {
+            return (OnnxTensor) result.get(spec.presentKey(layer)).get();
+        }
+
+        @Override
+        public OnnxTensor presentValue(int layer) {
+            return (OnnxTensor) result.get(spec.presentValue(layer)).get();
+        }
+
+        @Override
+        public void close() {
+            result.close();
+        }
+    }
+}

@@ -1,0 +1,302 @@
+package dev.ortserve.engine;
+
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtException;
+
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.ShortBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Automatic prefix caching (as vLLM does it): the KV of computed tokens kept in blocks of
+ * {@link #BLOCK} tokens, each keyed by its tokens and its parent block, so a key names a whole
+ * prefix (a chained hash; equality is exact, so a hash collision can never hand out another
+ * prefix's KV). A new sequence reuses the longest cached prefix and prefills only the rest.
+ * <p>
+ * Blocks live in host memory (direct buffers: [layer][key, value][kv_heads][BLOCK][head_dim]),
+ * bounded by bytes; least recently used blocks that no sequence references go first, blocks in
+ * use never. A prefix's blocks are touched deepest first, so a chain is evicted from its tail.
+ * Engine thread only, except the statistics.
+ */
+final class PrefixCache {
+
+    static final int BLOCK = 16;
+
+    private final DecoderSpec spec;
+    private final OrtEnvironment env;
+    private final long budgetBytes;
+    private final int blockBytes;
+    private final Map<Key, Block> blocks = new LinkedHashMap<>(64, 0.75f, true);
+    /** Blocks allocated in this step whose KV is still being copied in. */
+    private final Map<Key, Block> unpublished = new java.util.HashMap<>();
+    private long nextId = 1;
+    private final AtomicLong bytes = new AtomicLong();
+    private final AtomicLong count = new AtomicLong();
+    private final AtomicLong lookups = new AtomicLong();
+    private final AtomicLong promptTokens = new AtomicLong();
+    private final AtomicLong hitTokens = new AtomicLong();
+    private volatile long references; // written on the engine thread only
+
+    PrefixCache(DecoderSpec spec, OrtEnvironment env, long budgetBytes) {
+        this.spec = spec;
+        this.env = env;
+        this.budgetBytes = budgetBytes;
+        this.blockBytes = 2 * spec.layers() * spec.kvHeads() * BLOCK * spec.headDim() * spec.kvElementBytes();
+    }
+
+    /** KV bytes of one token of this model (every layer, keys and values). */
+    static long bytesPerToken(DecoderSpec spec) {
+        return 2L * spec.layers() * spec.kvHeads() * spec.headDim() * spec.kvElementBytes();
+    }
+
+    private record Key(long parent, int[] tokens, int hash) {
+        static Key of(long parent, int[] source, int from) {
+            int[] t = Arrays.copyOfRange(source, from, from + BLOCK);
+            return new Key(parent, t, 31 * Long.hashCode(parent) + Arrays.hashCode(t));
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Key k && k.parent == parent && Arrays.equals(k.tokens, tokens);
+        }
+
+        @Override
+        public int hashCode() {
+            return hash;
+        }
+    }
+
+    private static final class Block {
+        final long id;
+        final Key key;
+        final ByteBuffer data;
+        int refs;
+
+        Block(long id, Key key, ByteBuffer data) {
+            this.id = id;
+            this.key = key;
+            this.data = data;
+        }
+    }
+
+    /** The blocks one sequence references, in prefix order. */
+    final class Hold {
+        private final List<Block> held = new ArrayList<>();
+        private boolean released;
+
+        int blocks() {
+            return held.size();
+        }
+
+        private long lastId() {
+            return held.isEmpty() ? 0 : held.get(held.size() - 1).id;
+        }
+
+        private void add(Block b) {
+            b.refs++;
+            references++;
+            held.add(b);
+        }
+
+        void release() {
+            if (released) return;
+            released = true;
+            for (Block b : held) {
+                b.refs--;
+                references--;
+            }
+            held.clear();
+        }
+    }
+
+    /**
+     * Finds the longest cached prefix of {@code prompt} and references its blocks. At most
+     * {@code prompt.length - 1} tokens are reused: the last prompt token must run to give logits.
+     */
+    Hold lookup(int[] prompt) {
+        Hold hold = new Hold();
+        for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
+            Block b = blocks.get(Key.of(hold.lastId(), prompt, j * BLOCK));
+            if (b == null) break;
+            hold.add(b);
+        }
+        for (int i = hold.held.size() - 1; i >= 0; i--) blocks.get(hold.held.get(i).key); // deepest first: the root stays newest
+        lookups.incrementAndGet();
+        promptTokens.addAndGet(prompt.length);
+        hitTokens.addAndGet(reusable(hold, prompt.length));
+        return hold;
+    }
+
+    /** Tokens of the held prefix a prompt of {@code promptLength} tokens may reuse. */
+    static int reusable(Hold hold, int promptLength) {
+        return Math.min(hold.blocks() * BLOCK, promptLength - 1);
+    }
+
+    /**
+     * The first {@code tokens} positions of the held prefix as a sequence's pending KV
+     * ([1, kv_heads, tokens, head_dim] per layer, owned by the returned value).
+     */
+    PendingKv assemble(Hold hold, int tokens) throws OrtException {
+        int layers = spec.layers(), kv = spec.kvHeads(), d = spec.headDim(), e = spec.kvElementBytes();
+        OnnxTensor[] keys = new OnnxTensor[layers], values = new OnnxTensor[layers];
+        List<OnnxTensor> made = new ArrayList<>(2 * layers);
+        try {
+            for (int l = 0; l < layers; l++) {
+                for (int kind = 0; kind < 2; kind++) {
+                    ByteBuffer dst = KvBlock.allocate(spec, 1, tokens);
+                    for (int j = 0; j * BLOCK < tokens; j++) {
+                        int n = Math.min(BLOCK, tokens - j * BLOCK);
+                        ByteBuffer src = hold.held.get(j).data;
+                        for (int h = 0; h < kv; h++) {
+                            int from = offset(l, kind, h, 0) * e;
+                            int to = (h * tokens + j * BLOCK) * d * e;
+                            dst.put(to, src, from, n * d * e);
+                        }
+                    }
+                    OnnxTensor t = KvBlock.tensor(env, spec, dst, 1, tokens);
+                    made.add(t);
+                    if (kind == 0) keys[l] = t; else values[l] = t;
+                }
+            }
+        } catch (OrtException | RuntimeException ex) {
+            made.forEach(OnnxTensor::close);
+            throw ex;
+        }
+        return new PendingKv(keys, values, 0, tokens, new PendingKv.Holder(() -> made.forEach(OnnxTensor::close), 1));
+    }
+
+    /** Element offset of (layer, key/value, head, position) in a block. */
+    private int offset(int layer, int kind, int head, int position) {
+        return (((layer * 2 + kind) * spec.kvHeads() + head) * BLOCK + position) * spec.headDim();
+    }
+
+    /**
+     * Starts keeping the full blocks of {@code tokens} beyond those already held: blocks already
+     * cached (or being written by another sequence in the same step) are referenced, new ones
+     * allocated (evicting unreferenced ones if needed; when the budget is all in use, the prefix
+     * stops there). The new blocks are filled layer by layer from the sequence's KV
+     * ({@link Insertion#fill}) and published by {@link Insertion#commit}.
+     */
+    Insertion insert(Hold hold, int[] tokens) {
+        Insertion ins = new Insertion();
+        for (int j = hold.blocks(); (j + 1) * BLOCK <= tokens.length; j++) {
+            Key key = Key.of(hold.lastId(), tokens, j * BLOCK);
+            Block existing = blocks.get(key);
+            if (existing == null) existing = unpublished.get(key);
+            if (existing != null) {
+                hold.add(existing);
+                continue;
+            }
+            if (!makeRoom()) break;
+            Block b = new Block(nextId++, key, ByteBuffer.allocateDirect(blockBytes).order(ByteOrder.nativeOrder()));
+            bytes.addAndGet(blockBytes); // counted as soon as allocated, so the next makeRoom sees it
+            unpublished.put(key, b);
+            hold.add(b);
+            ins.fresh.add(b);
+            ins.firstPosition.add(j * BLOCK);
+        }
+        return ins;
+    }
+
+    private boolean makeRoom() {
+        if (bytes.get() + blockBytes <= budgetBytes) return true;
+        Iterator<Block> it = blocks.values().iterator();
+        while (it.hasNext() && bytes.get() + blockBytes > budgetBytes) {
+            Block b = it.next();
+            if (b.refs == 0) {
+                it.remove();
+                bytes.addAndGet(-blockBytes);
+                count.decrementAndGet();
+            }
+        }
+        return bytes.get() + blockBytes <= budgetBytes;
+    }
+
+    /** New blocks being filled from one sequence's KV (already referenced by its hold). */
+    final class Insertion {
+        private final List<Block> fresh = new ArrayList<>();
+        private final List<Integer> firstPosition = new ArrayList<>();
+
+        boolean isEmpty() {
+            return fresh.isEmpty();
+        }
+
+        /**
+         * Copies the new blocks' positions of one layer's keys ({@code kind} 0) or values (1) from
+         * row {@code row} of a [*, kv_heads, span, head_dim] buffer holding the sequence's
+         * {@code length} positions right-aligned.
+         */
+        void fill(int layer, int kind, Buffer src, int row, int span, int length) {
+            int kv = spec.kvHeads(), d = spec.headDim();
+            for (int i = 0; i < fresh.size(); i++) {
+                Block b = fresh.get(i);
+                int start = span - length + firstPosition.get(i);
+                for (int h = 0; h < kv; h++) {
+                    int from = ((row * kv + h) * span + start) * d;
+                    int to = offset(layer, kind, h, 0);
+                    if (src instanceof FloatBuffer f) {
+                        b.data.asFloatBuffer().put(to, f, from, BLOCK * d);
+                    } else {
+                        b.data.asShortBuffer().put(to, (ShortBuffer) src, from, BLOCK * d);
+                    }
+                }
+            }
+        }
+
+        /** Publishes the filled blocks: later sequences may reuse them. */
+        void commit() {
+            for (Block b : fresh) {
+                unpublished.remove(b.key);
+                blocks.put(b.key, b);
+                count.incrementAndGet();
+            }
+            fresh.clear();
+        }
+
+        /** Drops the unfilled blocks (the step failed); the holds referencing them let go as usual. */
+        void abandon() {
+            for (Block b : fresh) unpublished.remove(b.key);
+            bytes.addAndGet(-(long) blockBytes * fresh.size());
+            fresh.clear();
+        }
+    }
+
+    long bytes() {
+        return bytes.get();
+    }
+
+    long blocks() {
+        return count.get();
+    }
+
+    long budgetBytes() {
+        return budgetBytes;
+    }
+
+    long lookups() {
+        return lookups.get();
+    }
+
+    long promptTokens() {
+        return promptTokens.get();
+    }
+
+    long hitTokens() {
+        return hitTokens.get();
+    }
+
+    /** References held by sequences on cached blocks (zero when nothing runs). */
+    long references() {
+        return references;
+    }
+}

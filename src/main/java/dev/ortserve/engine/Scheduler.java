@@ -1,0 +1,153 @@
+package dev.ortserve.engine;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+
+/**
+ * What runs next: the admission queue (bounded; requests wait here for a batch slot), the batch
+ * window of an idle engine, and the prefill plan of each step (which prompts share one batched
+ * pass, how many tokens the others get within the prefill budget). Admission is called from any
+ * thread; the rest from the engine thread.
+ */
+final class Scheduler {
+
+    /** Largest logits output (float32) of one prefill pass that grows past the budget on an idle engine. */
+    private static final long IDLE_PASS_LOGITS_BYTES = 256L << 20;
+
+    private final EngineOptions options;
+    private final int budget;
+    /** Positions one prefill pass may hold while no row decodes (see {@link #batchedPrefill}). */
+    private final int idlePassTokens;
+    private final ReentrantLock lock = new ReentrantLock();
+    private final Condition work = lock.newCondition();
+    private final ArrayDeque<Sequence> queue = new ArrayDeque<>();
+    private final AtomicInteger waiting = new AtomicInteger();
+    private boolean closed;
+
+    Scheduler(EngineOptions options, int vocabSize) {
+        this.options = options;
+        this.budget = Math.max(1, options.prefillChunkTokens());
+        long byLogits = IDLE_PASS_LOGITS_BYTES / (4L * vocabSize);
+        this.idlePassTokens = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
+    }
+
+    int waiting() {
+        return waiting.get();
+    }
+
+    /** Queues all of the sequences or none (queue full: {@link EngineQueueFullException}). */
+    void admit(List<Sequence> sequences) {
+        lock.lock();
+        try {
+            if (closed) throw new IllegalStateException("The engine is shut down");
+            if (queue.size() + sequences.size() > options.queueCapacity()) {
+                throw new EngineQueueFullException(options.queueCapacity());
+            }
+            queue.addAll(sequences);
+            waiting.addAndGet(sequences.size());
+            work.signal();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Waits until there is work (or the engine closes: then null). An idle engine first lets a
+     * burst gather (the batch window). Returns the sequences that leave the queue for prefill now:
+     * as many as {@code free} slots allow; cancelled ones are finished here and not returned.
+     */
+    List<Sequence> next(boolean busy, int free) {
+        lock.lock();
+        try {
+            while (!closed && queue.isEmpty() && !busy) work.awaitUninterruptibly();
+            if (closed) return null;
+            if (!busy) gatherBurst();
+            List<Sequence> taken = new ArrayList<>();
+            while (!queue.isEmpty() && taken.size() < free) {
+                Sequence s = queue.poll();
+                waiting.decrementAndGet();
+                if (s.cancelled()) {
+                    s.finish();
+                    continue;
+                }
+                taken.add(s);
+            }
+            return taken;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * On an idle engine, lets a burst of requests gather before the first prefill (lock held), so
+     * that clients arriving within milliseconds of each other share one prefill pass and start
+     * decoding together instead of the first ones' prefill and first tokens racing ahead of the
+     * rest. Waits until no new request has come for a quarter of the batch window, the queue holds
+     * a full batch, or the window has passed since the first arrival; zero turns it off.
+     */
+    private void gatherBurst() {
+        long window = options.batchWindow().toNanos();
+        if (window <= 0 || queue.isEmpty()) return;
+        long quiet = Math.max(1, window / 4);
+        long deadline = queue.peekFirst().admittedAt + window;
+        while (!closed && queue.size() < options.maxSequences()) {
+            long wait = Math.min(queue.peekLast().admittedAt + quiet, deadline) - System.nanoTime();
+            if (wait <= 0) break;
+            try {
+                work.awaitNanos(wait);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /** Prompt tokens prefilled per step while rows decode. */
+    int budget() {
+        return budget;
+    }
+
+    /**
+     * The prefilling sequences whose whole rest of prompt fits the budget, to be prefilled in one
+     * left-padded pass (padding counted; while no row decodes, the pass may hold up to
+     * max-sequences budgets, within 256 MB of logits): sixteen prompts arriving together cost one
+     * pass instead of sixteen. Rows may continue pasts of different lengths (cached prefixes or
+     * earlier chunks). Fewer than two: no batched pass.
+     */
+    List<Sequence> batchedPrefill(List<Sequence> prefilling, boolean decoding) {
+        List<Sequence> group = new ArrayList<>();
+        int longest = 0;
+        // the budget bounds how long running streams wait for a prefill; with none running, the pass
+        // may hold every prompt that fits the budget on its own (a burst on an idle engine in one
+        // pass), as long as its logits (every position x vocabulary, its largest output) stay bounded
+        int passBudget = decoding ? budget : idlePassTokens;
+        for (Sequence s : prefilling) {
+            int rest = s.prompt.length - s.length;
+            if (s.cancelled() || rest > budget) continue;
+            int l = Math.max(longest, rest);
+            if ((group.size() + 1) * l > passBudget) continue;
+            group.add(s);
+            longest = l;
+        }
+        return group.size() < 2 ? List.of() : group;
+    }
+
+    /** Closes admission; returns what was still queued (to be failed by the engine). */
+    List<Sequence> close() {
+        lock.lock();
+        try {
+            closed = true;
+            work.signal();
+            List<Sequence> left = new ArrayList<>(queue);
+            queue.clear();
+            waiting.set(0);
+            return left;
+        } finally {
+            lock.unlock();
+        }
+    }
+}

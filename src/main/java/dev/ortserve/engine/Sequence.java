@@ -1,0 +1,165 @@
+package dev.ortserve.engine;
+
+import io.smallrye.mutiny.Multi;
+import io.smallrye.mutiny.operators.multi.processors.UnicastProcessor;
+
+import java.util.Arrays;
+
+/**
+ * One sequence's life in the engine: sampling, detokenizing, stop strings and grammar on each new
+ * token's logits, the events it emits, and what it holds of the KV (its own KV before it joins the
+ * batch, the prefix-cache blocks it references). Everything but {@link #cancel()} runs on the
+ * engine thread.
+ */
+final class Sequence {
+
+    final GenerationRequest request;
+    final int[] prompt;
+    final SamplingParams params;
+    final long admittedAt = System.nanoTime();
+    private final LoadedModel model;
+    private final Runnable onLeave;
+    private final UnicastProcessor<TokenEvent> processor = UnicastProcessor.create();
+    final Multi<TokenEvent> events;
+    private final TokenSampler sampler;
+    private final IncrementalDetokenizer detokenizer;
+    private final StopStringMatcher stops;
+    private final TokenConstraint.State constraint;
+    private final int maxTokens;
+    private volatile boolean cancelled;
+
+    /** Tokens in this sequence's KV (the batch's row or its pending KV). */
+    int length;
+    /** The token the next decode step feeds. */
+    int lastToken;
+    int generated;
+    private int[] generatedTokens = new int[16];
+    private boolean finished;
+    private boolean left;
+    /** The KV before joining the batch; null once joined (or before prefill). */
+    PendingKv pending;
+    /** Prefix-cache blocks this sequence references (reused or written); null when the cache is off. */
+    PrefixCache.Hold hold;
+    /** Prompt tokens whose KV came from the prefix cache. */
+    int cachedTokens;
+
+    Sequence(GenerationRequest request, LoadedModel model, Runnable onLeave) {
+        DecoderSpec spec = model.spec();
+        this.request = request;
+        this.model = model;
+        this.onLeave = onLeave;
+        this.prompt = request.promptTokenIds();
+        this.params = request.sampling();
+        this.sampler = new TokenSampler(params, spec.eosIds(), spec.vocabSize(), prompt);
+        this.detokenizer = new IncrementalDetokenizer(model.tokenizer(), prompt, params.skipSpecialTokens());
+        this.stops = new StopStringMatcher(params.stop(), params.includeStopStrInOutput());
+        this.constraint = params.constraint() == null ? null : params.constraint().start();
+        this.maxTokens = Math.max(0, Math.min(params.maxTokens(), spec.maxModelLen() - prompt.length));
+        this.events = processor.onCancellation().invoke(() -> cancelled = true);
+    }
+
+    boolean cancelled() {
+        return cancelled;
+    }
+
+    boolean done() {
+        return finished || cancelled;
+    }
+
+    /** The i-th token of the sequence: prompt, then generated. */
+    int token(int i) {
+        return i < prompt.length ? prompt[i] : generatedTokens[i - prompt.length];
+    }
+
+    /** The first {@code count} tokens of the sequence. */
+    int[] tokens(int count) {
+        int[] all = Arrays.copyOf(prompt, count);
+        for (int i = prompt.length; i < count; i++) all[i] = generatedTokens[i - prompt.length];
+        return all;
+    }
+
+    /** The model's logits for this sequence's next token. */
+    void onLogits(float[] logits) {
+        if (done()) return;
+        DecoderSpec spec = model.spec();
+        if (constraint != null) constraint.mask(logits);
+        TokenSampler.Choice choice = sampler.next(logits, model.tokenizer());
+        int token = choice.tokenId();
+        if (generated == generatedTokens.length) generatedTokens = Arrays.copyOf(generatedTokens, generated * 2);
+        generatedTokens[generated++] = token;
+        lastToken = token;
+        // under a grammar, end-of-sequence always ends the output: it is only allowed once the value is complete
+        boolean eos = spec.eosIds().contains(token) && (!params.ignoreEos() || constraint != null);
+        if (constraint != null && !eos) constraint.advance(token);
+        boolean stopToken = params.stopTokenIds().contains(token);
+        if (eos || stopToken) {
+            String rest = stops.flush();
+            emit(token, rest, choice.logprob(), FinishReason.STOP, stopToken && !eos ? Integer.valueOf(token) : null);
+            return;
+        }
+        String text = stops.append(detokenizer.add(token));
+        if (stops.matchedStop() != null) {
+            emit(token, text, choice.logprob(), FinishReason.STOP, stops.matchedStop());
+            return;
+        }
+        if (generated >= maxTokens) {
+            emit(token, text + stops.flush(), choice.logprob(), FinishReason.LENGTH, null);
+            return;
+        }
+        emit(token, text, choice.logprob(), null, null);
+    }
+
+    private void emit(int token, String text, TokenLogprob logprob, FinishReason finish, Object stopReason) {
+        processor.onNext(new TokenEvent(token, text, logprob, finish, stopReason, prompt.length, generated, cachedTokens));
+        if (finish != null) {
+            finished = true;
+            leave();
+            processor.onComplete();
+        }
+    }
+
+    /** Gives the sequence's slot back in the running count, once. */
+    void leave() {
+        if (!left) {
+            left = true;
+            onLeave.run();
+        }
+    }
+
+    void finish() {
+        if (!finished) {
+            finished = true;
+            processor.onComplete();
+        }
+    }
+
+    void fail(Throwable e) {
+        if (!finished) {
+            finished = true;
+            processor.onError(e);
+        }
+    }
+
+    /** Frees the pending KV (if any); the prefix-cache blocks stay referenced. */
+    void closePending() {
+        if (pending != null) {
+            pending.close();
+            pending = null;
+        }
+    }
+
+    /** Lets go of everything this sequence holds of the KV: its pending KV and its prefix-cache blocks. */
+    void releaseKv() {
+        closePending();
+        if (hold != null) {
+            hold.release();
+            hold = null;
+        }
+    }
+
+    /** Removes the sequence from the engine: releases its KV and its running slot. */
+    void retire() {
+        releaseKv();
+        leave();
+    }
+}
