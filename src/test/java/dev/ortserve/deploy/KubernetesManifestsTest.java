@@ -17,6 +17,7 @@ import io.fabric8.kubernetes.api.model.autoscaling.v2.HorizontalPodAutoscaler;
 import io.fabric8.kubernetes.api.model.networking.v1.NetworkPolicy;
 import io.fabric8.kubernetes.api.model.policy.v1.PodDisruptionBudget;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
@@ -54,7 +55,8 @@ class KubernetesManifestsTest {
     static final Map<String, Class<? extends HasMetadata>> KINDS = Map.of(
             "ConfigMap", ConfigMap.class, "Deployment", Deployment.class, "Service", Service.class,
             "PodDisruptionBudget", PodDisruptionBudget.class, "HorizontalPodAutoscaler", HorizontalPodAutoscaler.class,
-            "NetworkPolicy", NetworkPolicy.class, "PersistentVolumeClaim", PersistentVolumeClaim.class);
+            "NetworkPolicy", NetworkPolicy.class, "PersistentVolumeClaim", PersistentVolumeClaim.class,
+            "Ingress", io.fabric8.kubernetes.api.model.networking.v1.Ingress.class);
     static final Set<String> HEALTH = Set.of("/q/health/started", "/q/health/ready", "/q/health/live");
 
     static String render(String overlay) throws Exception {
@@ -128,7 +130,7 @@ class KubernetesManifestsTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"cpu", "gpu"})
+    @ValueSource(strings = {"cpu", "gpu", "affinity"})
     void overlaysRenderValidObjectsThatMatchTheApplication(String overlay) throws Exception {
         List<HasMetadata> objects = objects(render(overlay));
         Deployment deployment = find(objects, Deployment.class, "ortserve");
@@ -198,5 +200,18 @@ class KubernetesManifestsTest {
     static <T extends HasMetadata> T find(List<HasMetadata> objects, Class<T> type, String name) {
         return objects.stream().filter(type::isInstance).map(type::cast).filter(o -> o.getMetadata().getName().equals(name)).findFirst()
                 .orElseThrow(() -> new AssertionError("no " + type.getSimpleName() + " " + name));
+    }
+
+    /** The affinity overlay routes by a client header with consistent hashing, to the Service's http port. */
+    @Test
+    void theAffinityOverlayHashesConversationsOntoReplicas() throws Exception {
+        List<HasMetadata> objects = objects(render("affinity"));
+        io.fabric8.kubernetes.api.model.networking.v1.Ingress ingress =
+                find(objects, io.fabric8.kubernetes.api.model.networking.v1.Ingress.class, "ortserve");
+        assertEquals("$http_x_session_affinity", ingress.getMetadata().getAnnotations().get("nginx.ingress.kubernetes.io/upstream-hash-by"));
+        assertEquals("off", ingress.getMetadata().getAnnotations().get("nginx.ingress.kubernetes.io/proxy-buffering"), "streams are not buffered");
+        var backend = ingress.getSpec().getRules().get(0).getHttp().getPaths().get(0).getBackend().getService();
+        Service service = find(objects, Service.class, backend.getName());
+        assertEquals(backend.getPort().getName(), service.getSpec().getPorts().get(0).getName());
     }
 }
