@@ -13,7 +13,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
  * The engine reproduces PyTorch's own greedy tokens for a decoder written and exported
- * independently of ortserve, in both layouts, each prompt alone and all five batched.
+ * independently of ortserve, in both layouts, each prompt alone and all five batched (the batched
+ * round from the prefix cache the alone round filled).
  */
 class ReferenceModelTest {
 
@@ -39,6 +40,9 @@ class ReferenceModelTest {
                 List<Integer> expected = new ArrayList<>();
                 ref.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
                 String finish = ref.get("finish_reason").asText();
+                // the batched round continues the prompts' cached blocks (their alone runs wrote them): whole blocks, never the last token
+                int promptLength = requests.get(i).promptTokenIds().length;
+                assertEquals(Math.min(promptLength / 16 * 16, promptLength - 1), batched.get(i).events().get(0).cachedTokens(), "cached tokens");
                 for (EngineTestSupport.Result got : List.of(alone.get(i), batched.get(i))) {
                     assertEquals(expected, got.tokens(), "greedy ids of '" + ref.get("prompt").asText() + "'");
                     assertEquals(finish, got.finish().name().toLowerCase(), "finish reason");
