@@ -132,6 +132,18 @@ public interface OrtserveConfig {
          */
         Optional<MemorySize> prefixCacheBytes();
 
+        /**
+         * Precision of the decoder's constant MatMul weights: model (as exported), int8 or int4
+         * (block-quantized on load to onnxruntime's MatMulNBits, blocks of 32; already quantized
+         * models are served as they are).
+         */
+        @WithDefault("model")
+        String weightPrecision();
+
+        /** The head runs on each prompt's last position only (a graph rewrite on load); false serves the graph as exported. */
+        @WithDefault("true")
+        boolean lastPositionLogits();
+
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();
 

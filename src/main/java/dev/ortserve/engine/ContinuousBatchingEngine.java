@@ -57,7 +57,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         this.spec = model.spec();
         this.options = options;
         this.runner = decorator.decorate(new OrtDecoderRunner(model));
-        this.scheduler = new Scheduler(options, spec.vocabSize());
+        this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits());
         long prefixBytes = options.prefixCacheBytes(spec);
         this.kv = new KvCache(spec, model.environment(), prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null);
         this.thread = new Thread(this::loop, "ortserve-engine");

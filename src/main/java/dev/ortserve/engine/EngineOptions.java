@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.rewrite.RewriteOptions;
+
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.OptionalInt;
 
@@ -10,10 +13,12 @@ import java.util.OptionalInt;
  *                          prefill (zero: start at once); see {@link Scheduler}
  * @param prefixCacheBytes  bytes of KV the prefix cache may keep; 0 turns it off, negative = the
  *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
+ * @param rewrite           what the graph rewriter changes on load
+ * @param rewriteCache      where rewritten models are kept
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                            long prefixCacheBytes) {
+                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache) {
 
     public static final Duration DEFAULT_BATCH_WINDOW = Duration.ofMillis(50);
     /** The default prefix cache holds this many tokens of KV ... */
@@ -23,27 +28,33 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public static EngineOptions defaults() {
         return new EngineOptions("cpu", 0, Runtime.getRuntime().availableProcessors(), 16, 64, 256, OptionalInt.empty(),
-                DEFAULT_BATCH_WINDOW, -1);
+                DEFAULT_BATCH_WINDOW, -1, RewriteOptions.NONE, null);
     }
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache);
+    }
+
+    /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
+    public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache);
     }
 
     /** The prefix cache's budget for this model: as configured, or KV for 32,768 tokens within 1 GiB. */

@@ -5,10 +5,20 @@ import ai.onnxruntime.OrtSession;
 
 import java.nio.file.Path;
 
-/** A decoder model ready to run: its session (owned by the engine), tokenizer and spec. */
+/**
+ * A decoder model ready to run: its session (owned by the engine), tokenizer and spec.
+ *
+ * @param rewrites what the graph rewriter changed on load (empty: the exported graph as it is)
+ */
 public record LoadedModel(Path directory, Path modelFile, DecoderSpec spec, TextTokenizer tokenizer,
                           OrtEnvironment environment, OrtSession session, String executionProvider,
-                          String chatTemplate, java.util.Map<String, String> specialTokens) implements AutoCloseable {
+                          String chatTemplate, java.util.Map<String, String> specialTokens,
+                          java.util.List<String> rewrites) implements AutoCloseable {
+
+    /** The head runs on each row's last position only (logits [rows, 1, vocab]). */
+    public boolean lastPositionLogits() {
+        return rewrites.contains(dev.ortserve.engine.rewrite.GraphRewriter.LAST_POSITION_LOGITS);
+    }
 
     @Override
     public void close() {

@@ -8,6 +8,8 @@ import ai.onnxruntime.OrtSession;
 import ai.onnxruntime.TensorInfo;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.engine.rewrite.GraphRewriter;
+import dev.ortserve.engine.rewrite.RewriteOptions;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;
@@ -46,7 +48,8 @@ public final class ModelLoader {
         boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
         Path modelFile = genai ? genaiModelFile(dir) : optimumModelFile(dir);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
-        OrtSession session = createSession(env, modelFile, options);
+        Rewritten rewritten = rewritten(env, dir, genai, modelFile, options);
+        OrtSession session = rewritten.session;
         try {
             DecoderSpec spec = genai ? genaiSpec(dir, session, options) : optimumSpec(dir, session, options);
             TextTokenizer tokenizer;
@@ -56,10 +59,12 @@ public final class ModelLoader {
                 throw new ModelLoadException("Cannot read " + tokenizerFile + ": " + e.getMessage(), e);
             }
             String template = chatTemplate(dir);
-            LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, in %d ms",
+            LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, rewrites %s, in %d ms",
                     spec.layout(), dir, dir.relativize(modelFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
-                    spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(), (System.nanoTime() - start) / 1_000_000);
-            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir));
+                    spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(),
+                    rewritten.applied.isEmpty() ? "none" : String.join(", ", rewritten.applied), (System.nanoTime() - start) / 1_000_000);
+            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir),
+                    rewritten.applied);
         } catch (RuntimeException e) {
             try {
                 session.close();
@@ -67,6 +72,50 @@ public final class ModelLoader {
                 // the load already failed; report that failure
             }
             throw e;
+        }
+    }
+
+    private record Rewritten(OrtSession session, List<String> applied) {
+    }
+
+    /**
+     * The session to serve: the rewritten graph when rewrites are asked for and apply (from the
+     * cache, or made now and checked against the original on a probe input before it is kept),
+     * else the original. A rewrite that fails or does not match is dropped with a warning.
+     */
+    private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, EngineOptions options) {
+        RewriteOptions wanted = options.rewrite();
+        if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(createSession(env, modelFile, options), List.of());
+        try {
+            GraphRewriter.Result cached = GraphRewriter.verifiedEntry(modelFile, wanted, options.rewriteCache());
+            if (cached != null) {
+                LOG.infof("Serving the rewritten graph from %s (%s)", cached.entry(), String.join(", ", cached.applied()));
+                return new Rewritten(createSession(env, cached.file(), options), cached.applied());
+            }
+        } catch (IOException | RuntimeException e) {
+            LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
+        }
+        OrtSession original = createSession(env, modelFile, options);
+        GraphRewriter.Result result;
+        try {
+            DecoderSpec spec = genai ? genaiSpec(dir, original, options) : optimumSpec(dir, original, options);
+            result = GraphRewriter.rewrite(modelFile, spec.logits(), wanted, options.rewriteCache());
+            if (result == null) return new Rewritten(original, List.of());
+            OrtSession candidate = createSession(env, result.file(), options);
+            String mismatch = RewriteProbe.compare(env, spec, original, candidate, wanted);
+            if (mismatch != null) {
+                LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
+                        String.join(", ", result.applied()), mismatch);
+                candidate.close();
+                GraphRewriter.discard(result);
+                return new Rewritten(original, List.of());
+            }
+            GraphRewriter.markVerified(result);
+            original.close();
+            return new Rewritten(candidate, result.applied());
+        } catch (IOException | OrtException | RuntimeException e) {
+            LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
+            return new Rewritten(original, List.of());
         }
     }
 

@@ -25,9 +25,13 @@ final class OrtDecoderRunner implements DecoderRunner {
     private final Set<String> outputs;
 
     OrtDecoderRunner(LoadedModel model) {
-        this.spec = model.spec();
-        this.env = model.environment();
-        this.session = model.session();
+        this(model.spec(), model.environment(), model.session());
+    }
+
+    OrtDecoderRunner(DecoderSpec spec, OrtEnvironment env, OrtSession session) {
+        this.spec = spec;
+        this.env = env;
+        this.session = session;
         this.outputs = new LinkedHashSet<>(spec.outputNames());
     }
 
@@ -54,7 +58,7 @@ final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            return new OrtForward(session.run(in, outputs), b, n);
+            return new OrtForward(session.run(in, outputs), b);
         } finally {
             for (OnnxTensor t : created) t.close();
         }
@@ -73,28 +77,36 @@ final class OrtDecoderRunner implements DecoderRunner {
 
     private final class OrtForward implements Forward {
         private final OrtSession.Result result;
-        private final int rows, columns;
+        private final int rows;
         private FloatBuffer logits;
+        private int columns;
+        private int vocab;
 
-        OrtForward(OrtSession.Result result, int rows, int columns) {
+        OrtForward(OrtSession.Result result, int rows) {
             this.result = result;
             this.rows = rows;
-            this.columns = columns;
         }
 
+        /** [rows, columns, vocab]: columns is the pass's new positions, or 1 when the head runs on the last position only. */
         private FloatBuffer logits() {
-            if (logits == null) logits = ((OnnxTensor) result.get(spec.logits()).get()).getFloatBuffer();
+            if (logits == null) {
+                OnnxTensor t = (OnnxTensor) result.get(spec.logits()).get();
+                long[] shape = t.getInfo().getShape();
+                vocab = (int) shape[shape.length - 1];
+                columns = shape.length == 3 ? (int) shape[1] : 1;
+                logits = t.getFloatBuffer();
+            }
             return logits;
         }
 
         @Override
         public int vocabSize() {
-            return logits().capacity() / (rows * columns);
+            logits();
+            return vocab;
         }
 
         @Override
         public void lastLogits(int row, float[] dst) {
-            int vocab = vocabSize();
             logits().get((row * columns + columns - 1) * vocab, dst, 0, vocab);
         }
 

@@ -28,10 +28,11 @@ final class Scheduler {
     private final AtomicInteger waiting = new AtomicInteger();
     private boolean closed;
 
-    Scheduler(EngineOptions options, int vocabSize) {
+    /** @param lastPositionLogits the model's logits are one position per row, not every position of the pass */
+    Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits) {
         this.options = options;
         this.budget = Math.max(1, options.prefillChunkTokens());
-        long byLogits = IDLE_PASS_LOGITS_BYTES / (4L * vocabSize);
+        long byLogits = lastPositionLogits ? Long.MAX_VALUE : IDLE_PASS_LOGITS_BYTES / (4L * vocabSize);
         this.idlePassTokens = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
     }
 
@@ -114,7 +115,7 @@ final class Scheduler {
     /**
      * The prefilling sequences whose whole rest of prompt fits the budget, to be prefilled in one
      * left-padded pass (padding counted; while no row decodes, the pass may hold up to
-     * max-sequences budgets, within 256 MB of logits): sixteen prompts arriving together cost one
+     * max-sequences budgets, within 256 MB of logits unless the head runs on the last positions only): sixteen prompts arriving together cost one
      * pass instead of sixteen. Rows may continue pasts of different lengths (cached prefixes or
      * earlier chunks). Fewer than two: no batched pass.
      */

@@ -13,6 +13,8 @@ import dev.ortserve.engine.modelgen.ModelSize;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
 import io.quarkus.runtime.configuration.MemorySize;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
@@ -87,11 +89,18 @@ public class GenerationModelHost {
             defaultName = DEMO_MODEL_ID;
         }
         modelId = config.modelName().orElse(defaultName);
+        WeightPrecision precision;
+        try {
+            precision = WeightPrecision.parse(config.engine().weightPrecision());
+        } catch (IllegalArgumentException e) {
+            throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_ENGINE_WEIGHT_PRECISION: " + e.getMessage(), e);
+        }
         EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
                 config.engine().maxModelLen(), config.engine().batchWindow(),
-                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
+                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
+                new RewriteOptions(config.engine().lastPositionLogits(), precision), config.modelCacheDir().resolve("rewritten"));
         LoadedModel model = ModelLoader.load(dir, options);
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {

@@ -30,7 +30,8 @@ public final class SplitServingBenchmark {
             case "plain" -> {
                 int threads = Integer.parseInt(args[2]), streams = Integer.parseInt(args[3]);
                 int prompt = Integer.parseInt(args[4]), output = Integer.parseInt(args[5]);
-                EngineOptions options = new EngineOptions("cpu", 0, threads, streams, 4 * streams, 256, OptionalInt.empty(), EngineOptions.DEFAULT_BATCH_WINDOW, -1);
+                EngineOptions options = new EngineOptions("cpu", 0, threads, streams, 4 * streams, 256, OptionalInt.empty(), EngineOptions.DEFAULT_BATCH_WINDOW, -1,
+                dev.ortserve.engine.rewrite.RewriteOptions.NONE, null);
                 try (LoadedModel model = ModelLoader.load(Path.of(args[1]), options)) {
                     int[][] prompts = DecodeBench.prompts(streams, prompt, model.spec().vocabSize());
                     DecodeBench.plainLoop(model, threads, prompts, 1, 8);

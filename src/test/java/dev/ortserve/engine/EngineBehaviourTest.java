@@ -345,7 +345,8 @@ class EngineBehaviourTest {
 
     @Test
     void contextLengthCapsGeneration() {
-        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20), EngineOptions.DEFAULT_BATCH_WINDOW, -1);
+        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20), EngineOptions.DEFAULT_BATCH_WINDOW, -1,
+                dev.ortserve.engine.rewrite.RewriteOptions.NONE, null);
         try (LoadedModel small = ModelLoader.load(tiny, shortContext);
              GenerationEngine engine = new ContinuousBatchingEngine(small, shortContext)) {
             int[] prompt = small.tokenizer().encode("fifteen tokens or so of prompt");

@@ -1,0 +1,82 @@
+package dev.ortserve.engine.rewrite;
+
+import ai.onnx.proto.OnnxMl.AttributeProto;
+import ai.onnx.proto.OnnxMl.GraphProto;
+import ai.onnx.proto.OnnxMl.ModelProto;
+import ai.onnx.proto.OnnxMl.NodeProto;
+import ai.onnx.proto.OnnxMl.OperatorSetIdProto;
+import ai.onnx.proto.OnnxMl.TensorProto;
+
+import java.nio.file.Path;
+import java.util.HashSet;
+import java.util.Set;
+
+/** A decoder graph being rewritten: the model, where its external data lives, and lookups the rewrites share. */
+final class Graph {
+
+    final ModelProto.Builder model;
+    final GraphProto.Builder graph;
+    final Path sourceDir;
+    private final Set<String> names = new HashSet<>();
+
+    Graph(ModelProto source, Path sourceDir) {
+        this.model = source.toBuilder();
+        this.graph = model.getGraphBuilder();
+        this.sourceDir = sourceDir;
+        for (NodeProto n : graph.getNodeList()) {
+            names.add(n.getName());
+            names.addAll(n.getOutputList());
+        }
+        for (TensorProto t : graph.getInitializerList()) names.add(t.getName());
+    }
+
+    /** A name no node, output or initializer of the graph has yet. */
+    String unique(String base) {
+        String name = base;
+        for (int i = 1; names.contains(name); i++) name = base + "_" + i;
+        names.add(name);
+        return name;
+    }
+
+    int initializerIndex(String name) {
+        for (int i = 0; i < graph.getInitializerCount(); i++) {
+            if (graph.getInitializer(i).getName().equals(name)) return i;
+        }
+        return -1;
+    }
+
+    TensorProto initializer(String name) {
+        int i = initializerIndex(name);
+        return i < 0 ? null : graph.getInitializer(i);
+    }
+
+    int producerIndex(String output) {
+        for (int i = 0; i < graph.getNodeCount(); i++) {
+            if (graph.getNode(i).getOutputList().contains(output)) return i;
+        }
+        return -1;
+    }
+
+    int consumers(String name) {
+        int count = 0;
+        for (NodeProto n : graph.getNodeList()) {
+            for (String in : n.getInputList()) if (in.equals(name)) count++;
+        }
+        for (var o : graph.getOutputList()) if (o.getName().equals(name)) count++;
+        return count;
+    }
+
+    void requireOpset(String domain, long version) {
+        for (OperatorSetIdProto o : model.getOpsetImportList()) if (o.getDomain().equals(domain)) return;
+        model.addOpsetImport(OperatorSetIdProto.newBuilder().setDomain(domain).setVersion(version));
+    }
+
+    static AttributeProto intAttribute(String name, long value) {
+        return AttributeProto.newBuilder().setName(name).setType(AttributeProto.AttributeType.INT).setI(value).build();
+    }
+
+    static long intAttribute(NodeProto node, String name, long otherwise) {
+        for (AttributeProto a : node.getAttributeList()) if (a.getName().equals(name)) return a.getI();
+        return otherwise;
+    }
+}

@@ -1,0 +1,179 @@
+package dev.ortserve.engine.rewrite;
+
+import ai.onnx.proto.OnnxMl.ModelProto;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.jboss.logging.Logger;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.AtomicMoveNotSupportedException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * Rewrites a decoder graph on load (last-position logits, block-quantized weights) and keeps the
+ * result in a cache directory keyed by the model file's hash, this rewriter's version and the
+ * options, so a restart loads it directly. A cache entry is trusted only if its manifest matches
+ * the key and the hashes of the files it lists; anything else is rebuilt. What was done, and how
+ * long it took, is logged; the caller checks the result against the original before serving it
+ * ({@link #markVerified}).
+ */
+public final class GraphRewriter {
+
+    private static final Logger LOG = Logger.getLogger(GraphRewriter.class);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    public static final String LAST_POSITION_LOGITS = "last-position logits";
+    /** Bump when a rewrite's output changes: older cache entries then no longer match. */
+    static final String VERSION = "1";
+
+    /**
+     * A rewritten model: the file to load, what was applied, what was not and why, whether it came
+     * from the cache and whether it was already checked against the original.
+     */
+    public record Result(Path file, List<String> applied, List<String> skipped, boolean cached, boolean verified, Path entry) {
+    }
+
+    private GraphRewriter() {
+    }
+
+    /** Null when nothing applies (the original is served). */
+    public static Result rewrite(Path modelFile, String logitsName, RewriteOptions options, Path cacheRoot) throws IOException {
+        if (!options.any()) return null;
+        long start = System.nanoTime();
+        String key = key(modelFile, options);
+        Path entry = cacheRoot.resolve(key);
+        Result cached = readEntry(entry, key);
+        if (cached != null) {
+            LOG.infof("Rewritten model from the cache %s (%s)", entry, String.join(", ", cached.applied()));
+            return cached;
+        }
+        if (Files.exists(entry)) {
+            LOG.warnf("Rewrite cache entry %s is stale or damaged; rebuilding it", entry);
+            deleteTree(entry);
+        }
+        Graph g = new Graph(OnnxModelFile.read(modelFile), modelFile.getParent());
+        List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
+        if (options.lastPositionLogits()) {
+            String why = LastPositionLogits.apply(g, logitsName);
+            if (why == null) applied.add(LAST_POSITION_LOGITS); else skipped.add(LAST_POSITION_LOGITS + ": " + why);
+        }
+        if (options.precision() != WeightPrecision.MODEL) {
+            int n = BlockQuantizedWeights.apply(g, options.precision().bits);
+            if (n > 0) applied.add(options.precision().name().toLowerCase() + " weights (" + n + " MatMuls)");
+            else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 constant-weight MatMul (already quantized?)");
+        }
+        skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
+        if (applied.isEmpty()) return null;
+        Files.createDirectories(cacheRoot);
+        Path tmp = Files.createTempDirectory(cacheRoot, key + ".tmp");
+        try {
+            OnnxModelFile.write(g.model.build(), modelFile.getParent(), tmp);
+            ObjectNode manifest = JSON.createObjectNode().put("key", key).put("source", modelFile.toString()).put("verified", false);
+            manifest.set("applied", JSON.valueToTree(applied));
+            manifest.set("skipped", JSON.valueToTree(skipped));
+            manifest.put("model.onnx", sha256(tmp.resolve("model.onnx"))).put("model.onnx.data", sha256(tmp.resolve("model.onnx.data")));
+            JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve("manifest.json").toFile(), manifest);
+            try {
+                Files.move(tmp, entry, StandardCopyOption.ATOMIC_MOVE);
+            } catch (AtomicMoveNotSupportedException e) {
+                Files.move(tmp, entry);
+            }
+        } catch (IOException | RuntimeException e) {
+            deleteTree(tmp);
+            throw e;
+        }
+        LOG.infof("Rewrote %s in %d ms: %s; cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied), entry);
+        return new Result(entry.resolve("model.onnx"), applied, skipped, false, false, entry);
+    }
+
+    /** A verified cache entry for these options, or null (then load the original and call {@link #rewrite}). */
+    public static Result verifiedEntry(Path modelFile, RewriteOptions options, Path cacheRoot) throws IOException {
+        if (!options.any()) return null;
+        String key = key(modelFile, options);
+        Result r = readEntry(cacheRoot.resolve(key), key);
+        return r != null && r.verified() ? r : null;
+    }
+
+    /** Records that the rewritten model gave the original's logits (within tolerance) on the probe. */
+    public static void markVerified(Result result) throws IOException {
+        Path manifest = result.entry().resolve("manifest.json");
+        ObjectNode m = (ObjectNode) JSON.readTree(manifest.toFile());
+        m.put("verified", true);
+        Path tmp = result.entry().resolve("manifest.json.tmp");
+        JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), m);
+        Files.move(tmp, manifest, StandardCopyOption.REPLACE_EXISTING);
+    }
+
+    /** Drops a rewrite that did not match the original. */
+    public static void discard(Result result) throws IOException {
+        deleteTree(result.entry());
+    }
+
+    private static Result readEntry(Path entry, String key) {
+        try {
+            Path manifestFile = entry.resolve("manifest.json");
+            if (!Files.isRegularFile(manifestFile)) return null;
+            JsonNode m = JSON.readTree(manifestFile.toFile());
+            if (!key.equals(m.path("key").asText())) return null;
+            for (String f : List.of("model.onnx", "model.onnx.data")) {
+                Path p = entry.resolve(f);
+                if (!Files.isRegularFile(p) || !sha256(p).equals(m.path(f).asText())) return null;
+            }
+            List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
+            m.path("applied").forEach(a -> applied.add(a.asText()));
+            m.path("skipped").forEach(a -> skipped.add(a.asText()));
+            return new Result(entry.resolve("model.onnx"), applied, skipped, true, m.path("verified").asBoolean(false), entry);
+        } catch (IOException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    /** The model file's hash, the sizes of its external data files beside it, this version and the options. */
+    static String key(Path modelFile, RewriteOptions options) throws IOException {
+        MessageDigest d = digest();
+        d.update(sha256(modelFile).getBytes());
+        String prefix = modelFile.getFileName().toString();
+        try (Stream<Path> siblings = Files.list(modelFile.getParent())) {
+            for (Path p : siblings.filter(p -> !p.equals(modelFile) && p.getFileName().toString().startsWith(prefix)).sorted().toList()) {
+                d.update((p.getFileName() + ":" + Files.size(p) + ":" + Files.getLastModifiedTime(p).toMillis()).getBytes());
+            }
+        }
+        d.update((VERSION + ":" + options.key()).getBytes());
+        return modelFile.getFileName().toString().replaceAll("[^A-Za-z0-9._-]", "_") + "-" + options.key() + "-"
+                + HexFormat.of().formatHex(d.digest()).substring(0, 16);
+    }
+
+    static String sha256(Path file) throws IOException {
+        MessageDigest d = digest();
+        byte[] buf = new byte[1 << 20];
+        try (InputStream in = Files.newInputStream(file)) {
+            for (int n; (n = in.read(buf)) > 0; ) d.update(buf, 0, n);
+        }
+        return HexFormat.of().formatHex(d.digest());
+    }
+
+    private static MessageDigest digest() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static void deleteTree(Path dir) throws IOException {
+        if (!Files.exists(dir)) return;
+        try (Stream<Path> all = Files.walk(dir)) {
+            for (Path p : all.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
+        }
+    }
+}
