@@ -77,6 +77,16 @@ final class DecodeBench {
         options.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
         options.setIntraOpNumThreads(threads);
         try (OrtSession session = env.createSession(model.modelFile().toString(), options)) {
+            return plainLoop(model, session, prompts, batch, output);
+        }
+    }
+
+    /** The same loop on a given session (e.g. the model's own, which serves the rewritten graph). */
+    static Stats plainLoop(LoadedModel model, OrtSession session, int[][] prompts, int batch, int output) throws Exception {
+        DecoderSpec spec = model.spec();
+        int promptLength = prompts[0].length;
+        OrtEnvironment env = OrtEnvironment.getEnvironment();
+        {
             Map<String, OnnxTensor> in = new HashMap<>();
             long[] ids = new long[batch * promptLength];
             for (int b = 0; b < batch; b++) for (int i = 0; i < promptLength; i++) ids[b * promptLength + i] = prompts[b][i];

@@ -8,7 +8,9 @@ package dev.ortserve.engine.modelgen;
 public enum ModelSize {
     TINY(512, 64, 2, 4, 2, 176, 2048),
     DEMO(2048, 128, 4, 4, 2, 352, 2048),
-    BENCH(32000, 512, 8, 8, 4, 1408, 2048);
+    BENCH(32000, 512, 8, 8, 4, 1408, 2048),
+    /** A small body under a Llama-3-sized vocabulary, for what the head and logits cost on long prompts. */
+    VOCAB128K(128256, 256, 2, 4, 2, 704, 4096);
 
     public final int vocabSize;
     public final int hiddenSize;
