@@ -108,8 +108,16 @@ public class ChatResource implements ChatApi {
         if (req.getTopLogprobs() != null && !Boolean.TRUE.equals(req.getLogprobs())) {
             throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
-        ChatPromptRenderer.Prompt prompt = host.chatPrompts().render(ChatRequests.templateMessages(req.getMessages()), tools,
-                !Boolean.FALSE.equals(req.getAddGenerationPrompt()), req.getChatTemplateKwargs());
+        ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatRequests.templateMessages(req.getMessages()), tools,
+                ChatRequests.documents(req.getDocuments()), !Boolean.FALSE.equals(req.getAddGenerationPrompt()),
+                Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
+                ChatRequests.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));
+        // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
+        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n));
+    }
+
+    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
+                                   dev.ortserve.engine.TokenConstraint constraint, int n) {
         var model = host.model();
         SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
         boolean completionTokens = req.getMaxCompletionTokens() != null;

@@ -114,6 +114,16 @@ public final class ChatPromptRenderer {
         return new Prompt(text, model.tokenizer().encode(text, false));
     }
 
+    /**
+     * {@link #render(Request)}, on a worker thread when the request brings its own template (which may
+     * run up to its time limit), at once on the caller's thread otherwise.
+     */
+    public io.smallrye.mutiny.Uni<Prompt> renderOffIoThread(Request r) {
+        if (r.requestTemplate() == null) return io.smallrye.mutiny.Uni.createFrom().item(render(r));
+        return io.smallrye.mutiny.Uni.createFrom().item(() -> render(r))
+                .runSubscriptionOn(io.smallrye.mutiny.infrastructure.Infrastructure.getDefaultWorkerPool());
+    }
+
     /** developer -> system, and the leading run of system messages merged (joined by a blank line). */
     static List<Map<String, Object>> normalise(List<Map<String, Object>> messages) {
         List<Map<String, Object>> out = new ArrayList<>(messages.size());
