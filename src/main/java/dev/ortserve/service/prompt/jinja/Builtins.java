@@ -58,6 +58,7 @@ final class Builtins {
             if (LIST_METHODS.contains(name)) return new Method(l, name);
             if (LIST_UNSAFE.contains(name)) return unsafe(obj, name);
         }
+        if (obj instanceof GroupTuple g && (name.equals("grouper") || name.equals("list"))) return g.get(name.equals("grouper") ? 0 : 1);
         if (obj instanceof PyTuple t && (name.equals("count") || name.equals("index"))) return new Method(t, name);
         return Undefined.attribute(obj, name);
     }
@@ -613,6 +614,34 @@ final class Builtins {
             "map", "max", "min", "reject", "rejectattr", "replace", "reverse", "round", "safe", "select", "selectattr", "slice", "sort",
             "string", "striptags", "sum", "title", "tojson", "trim", "truncate", "unique", "upper", "wordcount", "pprint");
 
+    /** What groupby yields: a (grouper, list) tuple whose parts are also attributes. */
+    static final class GroupTuple extends java.util.AbstractList<Object> {
+        private final Object grouper;
+        private final List<Object> list;
+
+        GroupTuple(Object grouper, List<Object> list) {
+            this.grouper = grouper;
+            this.list = list;
+        }
+
+        @Override
+        public Object get(int i) {
+            if (i == 0) return grouper;
+            if (i == 1) return list;
+            throw new IndexOutOfBoundsException(i);
+        }
+
+        @Override
+        public int size() {
+            return 2;
+        }
+
+        @Override
+        public String toString() {
+            return "_GroupTuple(grouper=" + Py.repr(grouper) + ", list=" + Py.repr(list) + ")";
+        }
+    }
+
     // ------------------------------------------------------------------ filters
     static Object filter(String name, Object v, List<Object> args, Map<String, Object> kw) {
         switch (name) {
@@ -778,8 +807,37 @@ final class Builtins {
                 if (!kw.isEmpty()) return format(Py.str(v), args, kw);
                 return percentFormat(Py.str(v), new PyTuple(args));
             }
-            case "attr":
-                return attribute(v, Py.str(args.get(0)), true);
+            case "attr": {
+                // getattr only: a mapping's items are not attributes
+                String attr = Py.str(args.get(0));
+                if (v instanceof Map<?, ?> && !DICT_METHODS.contains(attr)) return Undefined.attribute(v, attr);
+                return attribute(v, attr, true);
+            }
+            case "groupby": {
+                Object attribute = arg(args, kw, 0, "attribute", null);
+                Object fallback = arg(args, kw, 1, "default", null);
+                boolean cs = Py.truthy(arg(args, kw, 2, "case_sensitive", false));
+                List<Object> items = Py.iterate(v);
+                java.util.function.Function<Object, Object> key = x -> {
+                    Object k = attrPath(x, attribute);
+                    return k instanceof Undefined && fallback != null ? fallback : k;
+                };
+                List<Object> sorted = new ArrayList<>(items);
+                sorted.sort((a, b) -> keyCompare(sortKey(key.apply(a), cs), sortKey(key.apply(b), cs)));
+                List<Object> out = new ArrayList<>();
+                List<Object> group = null;
+                Object current = null;
+                for (Object x : sorted) {
+                    Object k = sortKey(key.apply(x), cs);
+                    if (group == null || !Py.eq(k, current)) {
+                        group = new ArrayList<>();
+                        current = k;
+                        out.add(new GroupTuple(key.apply(x), group));
+                    }
+                    group.add(x);
+                }
+                return out;
+            }
             case "batch": {
                 int size = (int) Py.toLong(args.get(0));
                 Object fill = arg(args, kw, 1, "fill_with", null);

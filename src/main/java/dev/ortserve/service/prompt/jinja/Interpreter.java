@@ -103,8 +103,9 @@ final class Interpreter {
                 case "first" -> index0 == 0;
                 case "last" -> index0 == n - 1;
                 case "length" -> (long) n;
-                case "depth" -> (long) depth();
-                case "depth0" -> (long) depth() - 1;
+                // depth counts recursive loops (not supported), not nesting: jinja2 gives 1 in nested plain loops
+                case "depth" -> 1L;
+                case "depth0" -> 0L;
                 case "previtem" -> index0 > 0 ? items.get(index0 - 1) : new Undefined("there is no previous item");
                 case "nextitem" -> index0 + 1 < n ? items.get(index0 + 1) : new Undefined("there is no next item");
                 case "cycle" -> (JinjaCallable) (args, kw) -> {
@@ -123,9 +124,6 @@ final class Interpreter {
             };
         }
 
-        private int depth() {
-            return parent == null ? 1 : parent.depth() + 1;
-        }
     }
 
     /** A macro, or the body of a call block as {@code caller}. */
@@ -167,7 +165,7 @@ final class Interpreter {
                     }
                 }
                 if (rest.containsKey("caller")) scope.vars.put("caller", rest.remove("caller"));
-                scope.vars.put("varargs", args.size() > params.size() ? new ArrayList<>(args.subList(params.size(), args.size())) : new ArrayList<>());
+                scope.vars.put("varargs", new PyTuple(args.size() > params.size() ? new ArrayList<>(args.subList(params.size(), args.size())) : List.of()));
                 scope.vars.put("kwargs", new LinkedHashMap<Object, Object>(rest));
                 StringBuilder out = new StringBuilder();
                 exec(body, scope, out);

@@ -94,7 +94,7 @@ final class Lexer {
             pos = end + 2;
             return afterBlockEnd(strip, keep);
         }
-        if (kind == '%' && rawBlockAhead()) return lexRaw(startLine);
+        if (kind == '%' && rawBlockAhead(start)) return lexRaw(startLine);
         out.add(new Token(kind == '{' ? Token.Type.VAR_BEGIN : Token.Type.BLOCK_BEGIN, kind == '{' ? "{{" : "{%", startLine));
         String close = kind == '{' ? "}}" : "%}";
         int depth = 0; // brackets open inside the tag: "}}" closes a dict there, not the tag (as jinja2's balancing does)
@@ -137,8 +137,8 @@ final class Lexer {
         return false;
     }
 
-    private boolean rawBlockAhead() {
-        int p = pos + 2;
+    private boolean rawBlockAhead(int tagStart) {
+        int p = tagStart + 2;
         if (p < src.length() && (src.charAt(p) == '-' || src.charAt(p) == '+')) p++;
         while (p < src.length() && Character.isWhitespace(src.charAt(p))) p++;
         if (!src.startsWith("raw", p)) return false;

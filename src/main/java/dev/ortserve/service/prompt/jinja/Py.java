@@ -74,6 +74,7 @@ final class Py {
         if (v instanceof Long) return v.toString();
         if (v instanceof Double d) return floatRepr(d);
         if (v instanceof Undefined) return "";
+        if (v instanceof Builtins.GroupTuple) return v.toString();
         if (v instanceof PyTuple t) {
             StringBuilder b = new StringBuilder("(");
             for (int i = 0; i < t.size(); i++) {
