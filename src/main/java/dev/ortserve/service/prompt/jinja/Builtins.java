@@ -198,6 +198,7 @@ final class Builtins {
                         throw TemplateException.runtime("TypeError: sequence item " + i + ": expected str instance, " + Py.typeName(items.get(i)) + " found");
                     }
                     b.append(x);
+                    Interpreter.Budget.reserve(b.length());
                 }
                 return b.toString();
             }
@@ -222,7 +223,9 @@ final class Builtins {
             case "center":
             case "ljust":
             case "rjust": {
-                int width = (int) Py.toLong(args.get(0));
+                long requested = Py.toLong(args.get(0));
+                Interpreter.Budget.reserve(requested);
+                int width = (int) requested;
                 String fill = args.size() > 1 ? (String) args.get(1) : " ";
                 int pad = width - (int) Py.length(s);
                 if (pad <= 0) return s;
@@ -232,7 +235,9 @@ final class Builtins {
                 return fill.repeat(left) + s + fill.repeat(pad - left);
             }
             case "zfill": {
-                int width = (int) Py.toLong(args.get(0));
+                long requested = Py.toLong(args.get(0));
+                Interpreter.Budget.reserve(requested);
+                int width = (int) requested;
                 int pad = width - s.length();
                 if (pad <= 0) return s;
                 boolean sign = !s.isEmpty() && (s.charAt(0) == '-' || s.charAt(0) == '+');
@@ -351,6 +356,10 @@ final class Builtins {
     }
 
     private static String replace(String s, String old, String neu, long count) {
+        long occurrences = old.isEmpty() ? s.length() + 1 : 0;
+        for (int at = old.isEmpty() ? -1 : s.indexOf(old); at >= 0; at = s.indexOf(old, at + old.length())) occurrences++;
+        if (count >= 0) occurrences = Math.min(occurrences, count);
+        Interpreter.Budget.reserve(s.length() + occurrences * Math.max(0, neu.length() - old.length()));
         if (count < 0) {
             if (old.isEmpty()) {
                 StringBuilder b = new StringBuilder(neu);
@@ -710,6 +719,7 @@ final class Builtins {
                     if (!first) b.append(sep);
                     first = false;
                     b.append(Py.str(attribute == null ? x : attrPath(x, attribute)));
+                    Interpreter.Budget.reserve(b.length());
                 }
                 return b.toString();
             }
@@ -925,7 +935,9 @@ final class Builtins {
     }
 
     private static String indent(String s, Object width, boolean first, boolean blank) {
-        String indention = width instanceof String w ? w : " ".repeat((int) Py.toLong(width));
+        long indentWidth = width instanceof String w ? w.length() : Py.toLong(width);
+        Interpreter.Budget.reserve(indentWidth * Math.max(1, s.length()));
+        String indention = width instanceof String w ? w : " ".repeat((int) Math.max(0, indentWidth));
         s = s + "\n";
         String rv;
         List<Object> lines = splitlines(s, false);

@@ -40,6 +40,16 @@ final class Interpreter {
             }
         }
 
+        /** The budget of the render running on this thread (renders are synchronous), for sizes known before allocating. */
+        static final ThreadLocal<Budget> CURRENT = new ThreadLocal<>();
+
+        /** Refuses, before it is allocated, a string or list of n elements over the limit of the current render. */
+        static void reserve(long n) {
+            Budget b = CURRENT.get();
+            if (b != null) b.size(n);
+            else if (n > Integer.MAX_VALUE / 4) throw new TemplateException(TemplateException.Kind.LIMIT, "The chat template built too large a value.", 0);
+        }
+
         void size(long n) {
             if (n > maxChars) {
                 throw new TemplateException(TemplateException.Kind.LIMIT,

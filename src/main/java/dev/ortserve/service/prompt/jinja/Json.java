@@ -15,6 +15,7 @@ final class Json {
     }
 
     static String dumps(Object value, boolean ensureAscii, Object indent, Object separators, boolean sortKeys) {
+        if (indent != null && !(indent instanceof String)) Interpreter.Budget.reserve(Py.toLong(indent));
         String indentText = indent == null ? null : indent instanceof String s ? s : " ".repeat((int) Math.max(0, Py.toLong(indent)));
         String itemSep = indentText == null ? ", " : ",";
         String keySep = ": ";
@@ -95,6 +96,7 @@ final class Json {
         }
 
         private void string(String s) {
+            Interpreter.Budget.reserve(out.length() + (long) s.length());
             out.append('"');
             for (int i = 0; i < s.length(); i++) {
                 char c = s.charAt(i);

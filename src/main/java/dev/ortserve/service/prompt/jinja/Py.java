@@ -80,6 +80,7 @@ final class Py {
             for (int i = 0; i < t.size(); i++) {
                 if (i > 0) b.append(", ");
                 b.append(repr(t.get(i)));
+                Interpreter.Budget.reserve(b.length());
             }
             return b.append(t.size() == 1 ? ",)" : ")").toString();
         }
@@ -88,6 +89,7 @@ final class Py {
             for (int i = 0; i < l.size(); i++) {
                 if (i > 0) b.append(", ");
                 b.append(repr(l.get(i)));
+                Interpreter.Budget.reserve(b.length());
             }
             return b.append(']').toString();
         }
@@ -98,6 +100,7 @@ final class Py {
                 if (!first) b.append(", ");
                 first = false;
                 b.append(repr(e.getKey())).append(": ").append(repr(e.getValue()));
+                Interpreter.Budget.reserve(b.length());
             }
             return b.append('}').toString();
         }
@@ -319,11 +322,18 @@ final class Py {
             if (isInt(a) && isInt(b)) return Math.multiplyExact(toLong(a), toLong(b));
             return toDouble(a) * toDouble(b);
         }
-        if (a instanceof String s && isInt(b)) return s.repeat((int) Math.max(0, toLong(b)));
-        if (b instanceof String s && isInt(a)) return s.repeat((int) Math.max(0, toLong(a)));
-        if (a instanceof List<?> l && isInt(b)) return repeat(l, toLong(b), a instanceof PyTuple);
-        if (b instanceof List<?> l && isInt(a)) return repeat(l, toLong(a), b instanceof PyTuple);
+        if (a instanceof String s && isInt(b)) return s.repeat(times(s.length(), toLong(b)));
+        if (b instanceof String s && isInt(a)) return s.repeat(times(s.length(), toLong(a)));
+        if (a instanceof List<?> l && isInt(b)) return repeat(l, times(l.size(), toLong(b)), a instanceof PyTuple);
+        if (b instanceof List<?> l && isInt(a)) return repeat(l, times(l.size(), toLong(a)), b instanceof PyTuple);
         throw unsupported("*", a, b);
+    }
+
+    /** A repeat count checked against the render's size limit before anything is allocated. */
+    private static int times(int length, long n) {
+        if (n <= 0) return 0;
+        Interpreter.Budget.reserve(length == 0 ? 0 : (n > Long.MAX_VALUE / length ? Long.MAX_VALUE : length * n));
+        return (int) n;
     }
 
     private static Object repeat(List<?> l, long n, boolean tuple) {

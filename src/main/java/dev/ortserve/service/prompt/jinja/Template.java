@@ -39,12 +39,14 @@ public final class Template {
 
     /** Renders with the given variables (Java maps, lists, strings, numbers, booleans, null, {@link JinjaCallable}s). */
     public String render(Map<String, ?> variables, Limits limits) {
-        Interpreter interpreter = new Interpreter(new Interpreter.Budget(System.nanoTime() + limits.timeout().toNanos(), limits.maxChars()));
+        Interpreter.Budget budget = new Interpreter.Budget(System.nanoTime() + limits.timeout().toNanos(), limits.maxChars());
+        Interpreter interpreter = new Interpreter(budget);
         Interpreter.Scope globals = new Interpreter.Scope(null);
         globals.vars.putAll(GLOBALS);
         Interpreter.Scope context = new Interpreter.Scope(globals);
         variables.forEach((k, v) -> context.vars.put(k, Py.fromJava(v)));
         StringBuilder out = new StringBuilder();
+        Interpreter.Budget.CURRENT.set(budget);
         try {
             interpreter.exec(body, new Interpreter.Scope(context), out);
         } catch (StackOverflowError e) {
@@ -53,6 +55,8 @@ public final class Template {
             throw TemplateException.runtime("OverflowError: " + e.getMessage());
         } catch (IndexOutOfBoundsException | ClassCastException | NullPointerException e) {
             throw TemplateException.runtime("TypeError: invalid arguments (" + e.getClass().getSimpleName() + ")");
+        } finally {
+            Interpreter.Budget.CURRENT.remove();
         }
         return out.toString();
     }

@@ -55,6 +55,14 @@ class TemplateTest {
         assertEquals(TemplateException.Kind.LIMIT, output.kind());
         TemplateException repeat = assertThrows(TemplateException.class, () -> Template.compile("{{ 'x' * 5000000 }}").render(Map.of(), limits));
         assertEquals(TemplateException.Kind.LIMIT, repeat.kind());
+        for (String huge : List.of("{{ [0] * 1000000000 }}", "{{ 'x' * 10000000000 }}", "{{ 'x'.center(2000000000) }}", "{{ '7'.zfill(2000000000) }}",
+                "{{ 'a' | indent(2000000000) }}", "{{ [1] | tojson(indent=2000000000) }}",
+                "{% set s = 'x' * 900000 %}{{ s.replace('x', s) }}", "{% set s = 'x' * 900000 %}{{ ([s] * 1000) | join }}",
+                "{% set s = 'x' * 900000 %}{{ '-'.join([s] * 1000) }}", "{% set s = 'x' * 900000 %}{{ [s] * 1000 }}",
+                "{% set s = 'x' * 900000 %}{{ ([s] * 1000) | tojson }}")) {
+            TemplateException e = assertThrows(TemplateException.class, () -> Template.compile(huge).render(Map.of(), limits), huge);
+            assertEquals(TemplateException.Kind.LIMIT, e.kind(), huge);
+        }
         TemplateException list = assertThrows(TemplateException.class, () -> Template.compile(
                 "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}").render(Map.of(), limits));
         assertEquals(TemplateException.Kind.LIMIT, list.kind());
