@@ -48,6 +48,9 @@ class RequestChatTemplateTest extends ApiTest {
         assertEquals(expected, tokens);
         json().body("{\"model\":\"" + MODEL + "\"," + body + ",\"max_tokens\":2}").post("/v1/chat/completions")
                 .then().statusCode(200).body("usage.prompt_tokens", equalTo(expected.size()));
+        String stream = json().body("{\"model\":\"" + MODEL + "\"," + body + ",\"max_tokens\":2,\"stream\":true,"
+                + "\"stream_options\":{\"include_usage\":true}}").post("/v1/chat/completions").then().statusCode(200).extract().asString();
+        assertTrue(stream.contains("\"prompt_tokens\":" + expected.size()) && stream.trim().endsWith("data: [DONE]"), stream);
     }
 
     @Test

@@ -113,11 +113,13 @@ public class ChatResource implements ChatApi {
                 Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
                 ChatRequests.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));
         // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
-        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n));
+        // (the Vert.x response is taken here, on the request's own thread, for the stream written later)
+        io.vertx.core.http.HttpServerResponse vertxResponse = http.response();
+        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n, vertxResponse));
     }
 
     private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
-                                   dev.ortserve.engine.TokenConstraint constraint, int n) {
+                                   dev.ortserve.engine.TokenConstraint constraint, int n, io.vertx.core.http.HttpServerResponse vertxResponse) {
         var model = host.model();
         SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
         boolean completionTokens = req.getMaxCompletionTokens() != null;
@@ -138,7 +140,7 @@ public class ChatResource implements ChatApi {
         if (Boolean.TRUE.equals(req.getStream())) {
             Multi<ChoiceEvent> events = service.stream(call);
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
-            return SseWriter.stream(http.response(), frames(call, events, id, created, usage, parsing));
+            return SseWriter.stream(vertxResponse, frames(call, events, id, created, usage, parsing));
         }
         return service.complete(call).map(results -> Response.ok(response(call, results, id, created, parsing)).build());
     }
