@@ -134,7 +134,7 @@ final class Py {
         if (Double.isInfinite(d)) return d > 0 ? "inf" : "-inf";
         if (d == 0) return (1 / d < 0) ? "-0.0" : "0.0";
         String sign = d < 0 ? "-" : "";
-        BigDecimal bd = new BigDecimal(Double.toString(Math.abs(d))).stripTrailingZeros();
+        BigDecimal bd = shortest(Math.abs(d));
         String digits = bd.unscaledValue().toString();
         int point = digits.length() - bd.scale();
         int exp = point - 1;
@@ -145,6 +145,20 @@ final class Py {
         }
         String mantissa = digits.length() == 1 ? digits : digits.charAt(0) + "." + digits.substring(1);
         return sign + mantissa + "e" + (exp < 0 ? "-" : "+") + (Math.abs(exp) < 10 ? "0" : "") + Math.abs(exp);
+    }
+
+    /**
+     * The shortest decimal that reads back as d (what Python's repr prints): the exact binary value
+     * rounded to 1, 2, ... 17 significant digits until it round-trips. (Double.toString is not always
+     * the shortest before JDK 19.)
+     */
+    private static BigDecimal shortest(double d) {
+        BigDecimal exact = new BigDecimal(d);
+        for (int p = 1; p < 17; p++) {
+            BigDecimal r = exact.round(new java.math.MathContext(p, java.math.RoundingMode.HALF_EVEN));
+            if (r.doubleValue() == d) return r.stripTrailingZeros();
+        }
+        return exact.round(new java.math.MathContext(17, java.math.RoundingMode.HALF_EVEN)).stripTrailingZeros();
     }
 
     // ------------------------------------------------------------------ truth, equality, order
