@@ -28,6 +28,18 @@ public interface OrtserveConfig {
     /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
     Optional<Path> chatTemplate();
 
+    /** Accept a request's own chat template (vLLM's chat_template field on chat completions and /tokenize); off: 400. */
+    @WithDefault("false")
+    boolean allowRequestChatTemplate();
+
+    /** Longest a chat template render (the model's or a request's) may take; beyond it the request gets 400 chat_template_error. */
+    @WithDefault("2s")
+    Duration chatTemplateTimeout();
+
+    /** Longest text (or list) a chat template render may build, in characters; beyond it the request gets 400 chat_template_error. */
+    @WithDefault("4000000")
+    long chatTemplateMaxChars();
+
     /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic; unset = no tool calling. */
     Optional<String> toolCallParser();
 

@@ -112,8 +112,9 @@ public class GenerationModelHost {
                 throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_CHAT_TEMPLATE: cannot read " + file + ": " + e.getMessage(), e);
             }
         }
-        chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC());
         try {
+            chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC(),
+                    new dev.ortserve.service.prompt.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
             chatPrompts.probe();
         } catch (RuntimeException e) {
             model.close();

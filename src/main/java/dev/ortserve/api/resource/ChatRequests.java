@@ -78,6 +78,23 @@ final class ChatRequests {
         return out;
     }
 
+    /** vLLM's documents, as the template's {@code documents} variable; null when the request has none. */
+    static List<Map<String, Object>> documents(List<Map<String, String>> documents) {
+        if (documents == null) return null;
+        List<Map<String, Object>> out = new ArrayList<>(documents.size());
+        for (Map<String, String> d : documents) out.add(new LinkedHashMap<>(d));
+        return out;
+    }
+
+    /** The request's own chat template, refused unless the server allows request templates. */
+    static String requestTemplate(String template, boolean allowed) {
+        if (template != null && !allowed) {
+            throw ApiException.invalidRequest("chat_template", "This server does not accept a chat template in the request; "
+                    + "it uses the model's (set ortserve.allow-request-chat-template to allow it).");
+        }
+        return template;
+    }
+
     /** Templates expect a mapping; a JSON string that is not an object stays a string. */
     private static Object arguments(String json) {
         try {

@@ -108,8 +108,18 @@ public class ChatResource implements ChatApi {
         if (req.getTopLogprobs() != null && !Boolean.TRUE.equals(req.getLogprobs())) {
             throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
-        ChatPromptRenderer.Prompt prompt = host.chatPrompts().render(ChatRequests.templateMessages(req.getMessages()), tools,
-                !Boolean.FALSE.equals(req.getAddGenerationPrompt()), req.getChatTemplateKwargs());
+        ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatRequests.templateMessages(req.getMessages()), tools,
+                ChatRequests.documents(req.getDocuments()), !Boolean.FALSE.equals(req.getAddGenerationPrompt()),
+                Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
+                ChatRequests.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));
+        // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
+        // (the Vert.x response is taken here, on the request's own thread, for the stream written later)
+        io.vertx.core.http.HttpServerResponse vertxResponse = http.response();
+        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n, vertxResponse));
+    }
+
+    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
+                                   dev.ortserve.engine.TokenConstraint constraint, int n, io.vertx.core.http.HttpServerResponse vertxResponse) {
         var model = host.model();
         SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
         boolean completionTokens = req.getMaxCompletionTokens() != null;
@@ -130,7 +140,7 @@ public class ChatResource implements ChatApi {
         if (Boolean.TRUE.equals(req.getStream())) {
             Multi<ChoiceEvent> events = service.stream(call);
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
-            return SseWriter.stream(http.response(), frames(call, events, id, created, usage, parsing));
+            return SseWriter.stream(vertxResponse, frames(call, events, id, created, usage, parsing));
         }
         return service.complete(call).map(results -> Response.ok(response(call, results, id, created, parsing)).build());
     }

@@ -2,36 +2,64 @@ package dev.ortserve.service.prompt;
 
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.service.prompt.jinja.Template;
 
 import java.time.Clock;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * Turns a conversation into the exact prompt tokens the model is fed: role normalisation
  * (developer becomes system; consecutive leading system messages merge into one), the model's
- * chat template with its special tokens, then the tokenizer (no special tokens added: the
- * template decides about BOS). Used by chat completions and by /tokenize alike.
+ * chat template (or a request's own, where the server allows it) with its special tokens, then the
+ * tokenizer (no special tokens added: the template decides about BOS). Used by chat completions,
+ * Responses and /tokenize alike.
  */
 public final class ChatPromptRenderer {
 
+    /** Variables the renderer sets itself; chat_template_kwargs may not replace them. */
+    private static final Set<String> RESERVED = Set.of("messages", "tools", "documents", "add_generation_prompt");
+
     private final LoadedModel model;
     private final ChatTemplateRenderer template;
+    private final Clock clock;
+    private final Template.Limits limits;
 
     public ChatPromptRenderer(LoadedModel model, String templateSource, Clock clock) {
+        this(model, templateSource, clock, Template.Limits.DEFAULT);
+    }
+
+    /** A model template that does not compile stops startup here, with the line it fails at. */
+    public ChatPromptRenderer(LoadedModel model, String templateSource, Clock clock, Template.Limits limits) {
         this.model = model;
-        this.template = templateSource == null ? null : new ChatTemplateRenderer(templateSource, clock);
+        this.clock = clock;
+        this.limits = limits;
+        try {
+            this.template = templateSource == null ? null : new ChatTemplateRenderer(templateSource, clock, limits);
+        } catch (ChatTemplateException e) {
+            throw new ModelLoadException(e.getMessage(), e);
+        }
     }
 
     public record Prompt(String text, int[] tokenIds) {
     }
 
     /**
-     * Renders a one-message conversation so that a template that does not compile stops startup
-     * instead of failing the first request. A template that raises on purpose (raise_exception) is
-     * fine: that is its answer to this conversation, not a broken template.
+     * What a request asks to be rendered. {@code requestTemplate} is the request's own template
+     * (vLLM's chat_template field), null for the model's.
+     */
+    public record Request(List<Map<String, Object>> messages, List<Map<String, Object>> tools, List<Map<String, Object>> documents,
+                          boolean addGenerationPrompt, boolean continueFinalMessage, Map<String, Object> kwargs, String requestTemplate) {
+    }
+
+    /**
+     * Renders a one-message conversation so that a template that fails for every conversation
+     * stops startup instead of failing the first request. A template that raises on purpose
+     * (raise_exception) is fine: that is its answer to this conversation, not a broken template.
      */
     public void probe() {
         if (template == null) return;
@@ -39,24 +67,61 @@ public final class ChatPromptRenderer {
             template.render(List.of(Map.of("role", "user", "content", "ping")), null, true, Map.of(), model.specialTokens());
         } catch (ChatTemplateException e) {
             if (!e.isRaisedByTemplate()) {
-                throw new dev.ortserve.engine.ModelLoadException("The chat template cannot be rendered: " + e.getMessage(), e);
+                throw new ModelLoadException("The chat template cannot be rendered: " + e.getMessage(), e);
             }
         }
     }
 
     public Prompt render(List<Map<String, Object>> messages, List<Map<String, Object>> tools, boolean addGenerationPrompt,
                          Map<String, Object> kwargs) {
-        if (template == null) {
+        return render(new Request(messages, tools, null, addGenerationPrompt, false, kwargs, null));
+    }
+
+    public Prompt render(Request r) {
+        if (r.continueFinalMessage() && r.addGenerationPrompt()) {
+            throw ApiException.invalidRequest("continue_final_message",
+                    "'continue_final_message' continues the last message; it cannot be combined with 'add_generation_prompt' true.");
+        }
+        if (r.kwargs() != null) {
+            for (String key : r.kwargs().keySet()) {
+                if (RESERVED.contains(key)) {
+                    throw ApiException.invalidRequest("chat_template_kwargs", "'chat_template_kwargs' cannot set '" + key
+                            + "': it is given by the request itself.");
+                }
+            }
+        }
+        ChatTemplateRenderer renderer = template;
+        String param = "messages";
+        if (r.requestTemplate() != null) {
+            param = "chat_template";
+            try {
+                renderer = new ChatTemplateRenderer(r.requestTemplate(), clock, limits);
+            } catch (ChatTemplateException e) {
+                throw ApiException.invalidRequest("chat_template", e.getMessage(), "chat_template_error");
+            }
+        } else if (renderer == null) {
             throw ApiException.invalidRequest("messages", "The model has no chat template (tokenizer_config.json chat_template, "
                     + "chat_template.jinja, or ortserve.chat-template); use /v1/completions.");
         }
         String text;
         try {
-            text = template.render(normalise(messages), tools, addGenerationPrompt, kwargs, model.specialTokens());
+            text = renderer.render(new ChatTemplateRenderer.Input(normalise(r.messages()), r.tools(), r.documents(), r.addGenerationPrompt(),
+                    r.continueFinalMessage(), r.kwargs(), model.specialTokens()));
         } catch (ChatTemplateException e) {
-            throw ApiException.invalidRequest("messages", e.getMessage(), "chat_template_error");
+            if (e.kind() == ChatTemplateException.Kind.INPUT) throw ApiException.invalidRequest("continue_final_message", e.getMessage());
+            throw ApiException.invalidRequest(param, e.getMessage(), "chat_template_error");
         }
         return new Prompt(text, model.tokenizer().encode(text, false));
+    }
+
+    /**
+     * {@link #render(Request)}, on a worker thread when the request brings its own template (which may
+     * run up to its time limit), at once on the caller's thread otherwise.
+     */
+    public io.smallrye.mutiny.Uni<Prompt> renderOffIoThread(Request r) {
+        if (r.requestTemplate() == null) return io.smallrye.mutiny.Uni.createFrom().item(render(r));
+        return io.smallrye.mutiny.Uni.createFrom().item(() -> render(r))
+                .runSubscriptionOn(io.smallrye.mutiny.infrastructure.Infrastructure.getDefaultWorkerPool());
     }
 
     /** developer -> system, and the leading run of system messages merged (joined by a blank line). */

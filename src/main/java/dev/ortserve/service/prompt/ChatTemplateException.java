@@ -1,22 +1,33 @@
 package dev.ortserve.service.prompt;
 
-/** The chat template raised (raise_exception) or could not be rendered; the message is the template's. */
+/** The chat template could not be compiled, raised (raise_exception), failed, or ran past its limits; the message says which. */
 public class ChatTemplateException extends RuntimeException {
-    private final boolean raisedByTemplate;
 
-    /** The template called raise_exception(message). */
-    public ChatTemplateException(String message) {
-        super(message);
-        this.raisedByTemplate = true;
+    public enum Kind {
+        /** The template does not compile; the message names the line. */
+        SYNTAX,
+        /** The template called raise_exception(message): its answer to this conversation. */
+        RAISED,
+        /** Rendering failed (an undefined attribute, a type error) for this conversation. */
+        FAILED,
+        /** Rendering took longer, or built more text, than the renderer allows. */
+        LIMIT,
+        /** The inputs do not fit the template (continue_final_message on a message the template drops). */
+        INPUT
     }
 
-    /** The template could not be parsed or evaluated. */
-    public ChatTemplateException(String message, Throwable cause) {
-        super(message, cause);
-        this.raisedByTemplate = false;
+    private final Kind kind;
+
+    public ChatTemplateException(Kind kind, String message) {
+        super(message);
+        this.kind = kind;
+    }
+
+    public Kind kind() {
+        return kind;
     }
 
     public boolean isRaisedByTemplate() {
-        return raisedByTemplate;
+        return kind == Kind.RAISED;
     }
 }

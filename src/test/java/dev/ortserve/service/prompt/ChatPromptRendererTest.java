@@ -58,7 +58,35 @@ class ChatPromptRendererTest {
 
     @Test
     void aTemplateThatDoesNotRenderStopsStartupButOneThatRaisesOnPurposeDoesNot() {
-        assertThrows(ModelLoadException.class, () -> new ChatPromptRenderer(model, "{{ messages[0].content | nosuchfilter(1) }}{% if %}", Clock.systemUTC()).probe());
+        ModelLoadException syntax = assertThrows(ModelLoadException.class,
+                () -> new ChatPromptRenderer(model, "{{ messages[0].content }}\n{% if %}", Clock.systemUTC()));
+        assertTrue(syntax.getMessage().contains("line 2"), syntax.getMessage());
+        assertThrows(ModelLoadException.class, () -> new ChatPromptRenderer(model, "{{ messages[0].content | nosuchfilter(1) }}", Clock.systemUTC()).probe());
         assertDoesNotThrow(() -> new ChatPromptRenderer(model, "{{ raise_exception('System role required') }}", Clock.systemUTC()).probe());
+    }
+
+    /** Startup's probe on the real templates: it passes wherever jinja2 renders (or deliberately raises for) a one-message chat. */
+    @Test
+    void everyRealTemplateThatJinja2RendersPassesTheStartupProbe() throws Exception {
+        com.fasterxml.jackson.databind.JsonNode expected = new com.fasterxml.jackson.databind.ObjectMapper()
+                .readTree(ChatTemplateConformanceTest.DIR.resolve("families/expected.json").toFile());
+        int probed = 0;
+        for (com.fasterxml.jackson.databind.JsonNode r : expected.get("records")) {
+            if (!r.get("conversation").asText().equals("single-user")) continue;
+            String template = java.nio.file.Files.readString(ChatTemplateConformanceTest.DIR.resolve("families/" + r.get("template").asText()));
+            // the family's own special tokens, as its tokenizer would give them (the model itself is the tiny one)
+            java.util.Map<String, String> special = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(r.get("special_tokens"),
+                    new com.fasterxml.jackson.core.type.TypeReference<java.util.Map<String, String>>() { });
+            LoadedModel family = new LoadedModel(model.directory(), model.modelFile(), model.spec(), model.tokenizer(), model.environment(),
+                    model.session(), model.executionProvider(), template, special);
+            ChatPromptRenderer renderer = new ChatPromptRenderer(family, template, Clock.systemUTC());
+            if (r.has("expected") || "raised".equals(r.path("error_kind").asText())) {
+                assertDoesNotThrow(renderer::probe, r.get("template").asText());
+            } else {
+                assertThrows(ModelLoadException.class, renderer::probe, r.get("template").asText());
+            }
+            probed++;
+        }
+        assertEquals(24, probed);
     }
 }
