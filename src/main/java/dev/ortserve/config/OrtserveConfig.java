@@ -28,10 +28,10 @@ public interface OrtserveConfig {
     /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
     Optional<Path> chatTemplate();
 
-    /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic; unset = no tool calling. */
+    /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic, openai, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> toolCallParser();
 
-    /** Reasoning parser of the served model: qwen3, deepseek_r1; unset = no reasoning split. */
+    /** Reasoning parser of the served model: qwen3, deepseek_r1, openai_gptoss, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> reasoningParser();
 
     /** Where generated models (the demo model) are cached. */

@@ -79,10 +79,11 @@ public class ChatResource implements ChatApi {
         host.requireModel(req.getModel());
         refuseUnsupported(req);
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
-        if (hasTools && host.toolCallParser() == null) {
-            throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
-        }
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (hasTools && choice != ToolChoice.Mode.NONE && host.toolCallParser() == null) {
+            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+        }
         if (!hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) {
             throw ApiException.invalidRequest("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
                     + "' needs 'tools'.");
@@ -174,7 +175,7 @@ public class ChatResource implements ChatApi {
             ChatOutput out = parsing.parse(r.text());
             ChatCompletionResponseMessage message = new ChatCompletionResponseMessage().role(ChatCompletionResponseMessage.RoleEnum.ASSISTANT)
                     .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
-                    .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls()));
+                    .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls(), parsing.tools()));
             ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
                     .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
                     .stopReason(StopReason.of(r.stopReason()));
@@ -233,41 +234,36 @@ public class ChatResource implements ChatApi {
     }
 
     /**
-     * Reasoning, content and tool-call chunks for one more piece of a choice's text: with a
-     * tool-call parser each call goes out at the end as one delta with its index, id, type and
-     * name (empty arguments) and one with all of its arguments.
+     * Reasoning, content and tool-call chunks for one more piece of a choice's text: content as it
+     * comes until a call begins, then per call one delta with its index, id, type and name (empty
+     * arguments) and its arguments in pieces as they are generated.
      */
     private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created) {
         StringBuilder frames = new StringBuilder();
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
+            ChatCompletionStreamDelta out;
             if (d.reasoning() != null) {
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().reasoningContent(d.reasoning()).toolCalls(null))))));
+                out = new ChatCompletionStreamDelta().reasoningContent(d.reasoning()).toolCalls(null);
             } else if (d.content() != null) {
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().content(d.content()).toolCalls(null))))));
+                out = new ChatCompletionStreamDelta().content(d.content()).toolCalls(null);
+            } else if (d.callStart()) {
+                out = new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(d.callIndex())
+                        .id(d.callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
+                        .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(d.name()).arguments(""))));
             } else {
-                int k = d.callIndex();
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
-                                .id(callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(d.call().name()).arguments("")))))))));
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.call().arguments())))))))));
+                out = new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(d.callIndex())
+                        .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.arguments()))));
             }
+            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index).delta(out)))));
         }
         return frames.toString();
     }
 
-    static String callId() {
-        return "call_" + UUID.randomUUID().toString().replace("-", "").substring(0, 24);
-    }
-
-    static List<dev.ortserve.api.model.ChatCompletionMessageToolCall> toolCalls(List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls) {
+    private static List<dev.ortserve.api.model.ChatCompletionMessageToolCall> toolCalls(List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls,
+                                                                                    dev.ortserve.service.parse.ToolCallParser parser) {
         List<dev.ortserve.api.model.ChatCompletionMessageToolCall> out = new ArrayList<>();
         for (var c : calls) {
-            out.add(new dev.ortserve.api.model.ChatCompletionMessageToolCall().id(callId())
+            out.add(new dev.ortserve.api.model.ChatCompletionMessageToolCall().id(parser.newCallId())
                     .type(dev.ortserve.api.model.ChatCompletionMessageToolCall.TypeEnum.FUNCTION)
                     .function(new dev.ortserve.api.model.ChatCompletionMessageToolCallFunction().name(c.name()).arguments(c.arguments())));
         }

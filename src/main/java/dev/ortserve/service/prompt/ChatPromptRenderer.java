@@ -44,6 +44,19 @@ public final class ChatPromptRenderer {
         }
     }
 
+    /** What the template appends for add_generation_prompt to a one-message conversation; null when it cannot say. */
+    public String generationPrompt() {
+        if (template == null) return null;
+        try {
+            List<Map<String, Object>> one = List.of(Map.of("role", "user", "content", "ping"));
+            String with = template.render(one, null, true, Map.of(), model.specialTokens());
+            String without = template.render(one, null, false, Map.of(), model.specialTokens());
+            return with.startsWith(without) ? with.substring(without.length()) : with;
+        } catch (RuntimeException e) {
+            return null;
+        }
+    }
+
     public Prompt render(List<Map<String, Object>> messages, List<Map<String, Object>> tools, boolean addGenerationPrompt,
                          Map<String, Object> kwargs) {
         if (template == null) {

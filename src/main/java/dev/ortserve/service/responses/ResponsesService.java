@@ -123,11 +123,12 @@ public class ResponsesService {
                             + "') are not available on this server; only 'function' tools are supported.");
                 }
             }
-            if (host.toolCallParser() == null) {
-                throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
-            }
         }
         ToolChoice choice = req.getToolChoice();
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
+            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+        }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
             throw ApiException.invalidRequest("tool_choice", "A forced 'tool_choice' needs 'tools'.");
         }

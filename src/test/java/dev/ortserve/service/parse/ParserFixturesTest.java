@@ -52,7 +52,7 @@ class ParserFixturesTest {
             }
             n++;
         }
-        assertEquals(12, n);
+        assertEquals(20, n);
     }
 
     @Test
