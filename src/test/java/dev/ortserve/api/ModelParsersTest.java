@@ -135,6 +135,23 @@ class ModelParsersTest extends ApiTest {
     }
 
     @Test
+    void streamedLogprobsSurviveTheParsers() {
+        // the picked parsers regroup the text; every token's logprob still arrives, in order, on some chunk
+        String body = "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":24,\"temperature\":0,"
+                + "\"ignore_eos\":true,\"logprobs\":true,\"top_logprobs\":1";
+        JsonPath whole = json().body(body + "}").post("/v1/chat/completions").then().statusCode(200).extract().jsonPath();
+        List<String> expected = whole.getList("choices[0].logprobs.content.token");
+        assertEquals(24, expected.size());
+        List<String> streamed = new ArrayList<>();
+        for (String p : SseFrames.data(json().body(body + ",\"stream\":true}").post("/v1/chat/completions").then().statusCode(200).extract().asString())) {
+            if (p.equals("[DONE]")) continue;
+            List<String> tokens = JsonPath.from(p).getList("choices[0].logprobs.content.token");
+            if (tokens != null) streamed.addAll(tokens);
+        }
+        assertEquals(expected, streamed);
+    }
+
+    @Test
     void responsesStreamFunctionCallArgumentsInPieces() {
         String body = "{\"model\":\"tiny\",\"input\":\"Weather in Paris?\",\"temperature\":0,\"max_output_tokens\":120,\"tool_choice\":\"required\","
                 + "\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"

@@ -193,8 +193,10 @@ public class ChatResource implements ChatApi {
         int promptTokens = CompletionsResource.promptTokens(call);
         List<String> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
+        List<List<TokenLogprob>> pendingLogprobs = new ArrayList<>();
         for (int i = 0; i < call.choices(); i++) {
             streams[i] = new ChatDeltaStream(parsing);
+            pendingLogprobs.add(new ArrayList<>());
             roles.add(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null))))));
         }
@@ -211,11 +213,20 @@ public class ChatResource implements ChatApi {
                     out.append(frame(chunk(id, created).choices(List.of(choice))));
                 }
             } else {
-                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created));
+                // the parser regroups the text: each token's logprob rides on the next chunk that goes out
+                if (call.sampling().topLogprobs() != null && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
+                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created,
+                        pendingLogprobs.get(index)));
             }
             if (e.event().finishReason() != null) {
                 boolean called = streams[index].called();
-                out.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                List<TokenLogprob> left = pendingLogprobs.get(index);
+                ChatCompletionChunkChoice last = new ChatCompletionChunkChoice().index(index);
+                if (!left.isEmpty()) {
+                    last.logprobs(logprobs(List.copyOf(left)));
+                    left.clear();
+                }
+                out.append(frame(chunk(id, created).choices(List.of(last
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
                         .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
                         .stopReason(StopReason.of(e.event().stopReason()))))));
@@ -238,7 +249,7 @@ public class ChatResource implements ChatApi {
      * comes until a call begins, then per call one delta with its index, id, type and name (empty
      * arguments) and its arguments in pieces as they are generated.
      */
-    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created) {
+    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<TokenLogprob> pending) {
         StringBuilder frames = new StringBuilder();
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
             ChatCompletionStreamDelta out;
@@ -254,7 +265,12 @@ public class ChatResource implements ChatApi {
                 out = new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(d.callIndex())
                         .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.arguments()))));
             }
-            frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index).delta(out)))));
+            ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index).delta(out);
+            if (!pending.isEmpty()) {
+                choice.logprobs(logprobs(List.copyOf(pending)));
+                pending.clear();
+            }
+            frames.append(frame(chunk(id, created).choices(List.of(choice))));
         }
         return frames.toString();
     }
