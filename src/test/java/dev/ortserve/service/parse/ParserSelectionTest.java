@@ -1,7 +1,11 @@
 package dev.ortserve.service.parse;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.Test;
 
+import java.nio.file.Path;
+import java.util.HashSet;
 import java.util.Optional;
 import java.util.Set;
 
@@ -64,5 +68,27 @@ class ParserSelectionTest {
         assertNull(off.tools());
         assertNull(off.reasoning());
         assertThrows(IllegalArgumentException.class, () -> ParserSelection.choose(Optional.of("nope"), Optional.empty(), qwen3));
+    }
+
+    /** The real templates and added tokens of the families on npm (fixtures/parser-selection, made by make_fixtures.py). */
+    static ParserSelection real(String family) throws Exception {
+        JsonNode f = new ObjectMapper().readTree(Path.of("src/test/resources/fixtures/parser-selection", family + ".json").toFile());
+        Set<String> added = new HashSet<>();
+        f.get("added_tokens").forEach(t -> added.add(t.asText()));
+        return pick(f.get("chat_template").asText(), added, f.get("generation_prompt").asText());
+    }
+
+    @Test
+    void realTemplatesAndTokenizers() throws Exception {
+        ParserSelection qwen3 = real("qwen3");
+        assertEquals("hermes", qwen3.toolsName());
+        assertEquals("qwen3", qwen3.reasoningName());
+        // Llama 3.0's short template, Gemma 3 and DeepSeek-V3's templates render no tools
+        for (String family : new String[] {"llama3_1", "gemma3", "deepseek_v3"}) {
+            ParserSelection s = real(family);
+            assertEquals("none", s.toolsName(), family);
+            assertEquals("none", s.reasoningName(), family);
+            assertTrue(s.toolsRefusal().contains("chat template has no tool calling"), family);
+        }
     }
 }
