@@ -117,6 +117,7 @@ public class GenerationModelHost {
                 new dev.ortserve.service.parse.ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
         toolCallParser = parsers.tools();
         reasoningParser = parsers.reasoning();
+        if (toolCallParser != null) chatPrompts.callIds(toolCallParser::templateCallId);
         LOG.infof("Model parsers: %s", parsers.describe());
         ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options);
         batching.listener(metrics.engineListener(modelId));

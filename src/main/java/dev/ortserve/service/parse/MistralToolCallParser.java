@@ -27,6 +27,14 @@ final class MistralToolCallParser implements ToolCallParser {
         return id.toString();
     }
 
+    /** As vLLM does for Mistral templates: the last nine letters and digits of a longer id (call_... ids from other clients). */
+    @Override
+    public String templateCallId(String id) {
+        if (id == null) return null;
+        String alphanumeric = id.replaceAll("[^A-Za-z0-9]", "");
+        return alphanumeric.length() >= 9 ? alphanumeric.substring(alphanumeric.length() - 9) : id;
+    }
+
     @Override
     public Result parse(String text, Map<String, Map<String, Object>> tools) {
         int at = text.indexOf(MARKER);

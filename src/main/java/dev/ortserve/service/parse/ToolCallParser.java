@@ -34,6 +34,11 @@ public interface ToolCallParser {
         return "call_" + UUID.randomUUID().toString().replace("-", "").substring(0, 24);
     }
 
+    /** A call id as the model's chat template is given it in the conversation (formats with their own id rules rewrite it). */
+    default String templateCallId(String id) {
+        return id;
+    }
+
     /** A call with its arguments as a JSON string (as the API returns them). */
     record ToolCall(String name, String arguments) {
     }

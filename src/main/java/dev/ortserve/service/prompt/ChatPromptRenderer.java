@@ -20,9 +20,16 @@ public final class ChatPromptRenderer {
     private final LoadedModel model;
     private final ChatTemplateRenderer template;
 
+    private volatile java.util.function.UnaryOperator<String> callIds = id -> id;
+
     public ChatPromptRenderer(LoadedModel model, String templateSource, Clock clock) {
         this.model = model;
         this.template = templateSource == null ? null : new ChatTemplateRenderer(templateSource, clock);
+    }
+
+    /** How call ids in the conversation are shown to the template (Mistral's templates accept only nine letters and digits). */
+    public void callIds(java.util.function.UnaryOperator<String> rewrite) {
+        this.callIds = rewrite;
     }
 
     public record Prompt(String text, int[] tokenIds) {
@@ -65,11 +72,32 @@ public final class ChatPromptRenderer {
         }
         String text;
         try {
-            text = template.render(normalise(messages), tools, addGenerationPrompt, kwargs, model.specialTokens());
+            text = template.render(rewriteCallIds(normalise(messages), callIds), tools, addGenerationPrompt, kwargs, model.specialTokens());
         } catch (ChatTemplateException e) {
             throw ApiException.invalidRequest("messages", e.getMessage(), "chat_template_error");
         }
         return new Prompt(text, model.tokenizer().encode(text, false));
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<Map<String, Object>> rewriteCallIds(List<Map<String, Object>> messages, java.util.function.UnaryOperator<String> rewrite) {
+        for (Map<String, Object> m : messages) {
+            if (m.get("tool_call_id") instanceof String id) m.put("tool_call_id", rewrite.apply(id));
+            if (m.get("tool_calls") instanceof List<?> calls) {
+                List<Object> copy = new ArrayList<>(calls.size());
+                for (Object c : calls) {
+                    if (c instanceof Map<?, ?> call && call.get("id") instanceof String id) {
+                        Map<String, Object> rewritten = new LinkedHashMap<>((Map<String, Object>) call);
+                        rewritten.put("id", rewrite.apply(id));
+                        copy.add(rewritten);
+                    } else {
+                        copy.add(c);
+                    }
+                }
+                m.put("tool_calls", copy);
+            }
+        }
+        return messages;
     }
 
     /** developer -> system, and the leading run of system messages merged (joined by a blank line). */

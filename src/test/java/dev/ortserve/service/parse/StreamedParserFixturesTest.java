@@ -180,5 +180,10 @@ class StreamedParserFixturesTest {
     void mistralIdsAreNineAlphanumerics() {
         for (int i = 0; i < 100; i++) assertTrue(Parsers.toolCalls("mistral").newCallId().matches("[A-Za-z0-9]{9}"));
         assertTrue(Parsers.toolCalls("hermes").newCallId().startsWith("call_"));
+        // ids from other clients reach a Mistral template as their last nine letters and digits (as vLLM does)
+        assertEquals("c5d6e7f89", Parsers.toolCalls("mistral").templateCallId("call_0a1b2c3d4e5f6a7b8c5d6e7f89"));
+        assertEquals("abcDEF123", Parsers.toolCalls("mistral").templateCallId("abcDEF123"));
+        assertEquals("call_1", Parsers.toolCalls("mistral").templateCallId("call_1"));
+        assertEquals("call_1", Parsers.toolCalls("hermes").templateCallId("call_1"));
     }
 }
