@@ -98,7 +98,9 @@ public class ChatResource implements ChatApi {
         }
         dev.ortserve.engine.TokenConstraint constraint = constraint(req, choice, schemas);
         // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
-        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
+        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
+        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
+                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");

@@ -173,7 +173,9 @@ public class ResponsesService {
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
         boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
         TokenConstraint constraint = constraint(req, choice, schemas);
-        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
+        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
+        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
+                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
         var model = host.model();
