@@ -47,6 +47,7 @@ public final class ChatDeltaStream {
     private String contentSent = "";
     private final List<String> names = new ArrayList<>();
     private final List<String> argumentsSent = new ArrayList<>();
+    private boolean plain;
 
     public ChatDeltaStream(OutputParsers parsers) {
         this.parsers = parsers;
@@ -60,7 +61,7 @@ public final class ChatDeltaStream {
     public List<Delta> add(String chunk, boolean last) {
         text.append(chunk);
         List<Delta> out = new ArrayList<>();
-        if (!parsers.active()) {
+        if (!parsers.active() || plain) {
             if (!chunk.isEmpty()) out.add(Delta.content(chunk));
             return out;
         }
@@ -77,9 +78,13 @@ public final class ChatDeltaStream {
             ReasoningParser.Split split = parsers.reasoning().split(all);
             boolean settled = parsers.reasoning().settled(all);
             String reasoning = split.reasoning() == null ? "" : split.reasoning();
-            reasoning(settled ? reasoning : reasoning.substring(0, Math.max(0, reasoning.length() - MARKER_HOLD_BACK)), out);
+            reasoning(settled ? reasoning : held(reasoning), out);
             if (split.content() == null) return out;
-            rest = settled ? split.content() : split.content().substring(0, Math.max(0, split.content().length() - MARKER_HOLD_BACK));
+            rest = settled ? split.content() : held(split.content());
+            if (settled && split.reasoning() == null && parsers.tools() == null && rest.equals(all)) {
+                // no reasoning, now or later, and no calls to look for: the rest of the output is content as it comes
+                plain = true;
+            }
         }
         if (parsers.tools() == null) {
             content(rest, out);
@@ -89,6 +94,13 @@ public final class ChatDeltaStream {
         content(progress.content(), out);
         calls(progress.calls(), out);
         return out;
+    }
+
+    /** The text without its last {@link #MARKER_HOLD_BACK} characters, never splitting a surrogate pair. */
+    private static String held(String s) {
+        int end = Math.max(0, s.length() - MARKER_HOLD_BACK);
+        if (end > 0 && Character.isHighSurrogate(s.charAt(end - 1))) end--;
+        return s.substring(0, end);
     }
 
     private void reasoning(String now, List<Delta> out) {
