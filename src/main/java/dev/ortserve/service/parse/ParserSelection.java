@@ -23,6 +23,10 @@ public record ParserSelection(ToolCallParser tools, String toolsSource, Reasonin
             return (template != null && template.contains(marker)) || addedTokens.contains(marker);
         }
 
+        String where(String marker) {
+            return marker + (templateMentions(marker) ? " in the chat template" : " among the tokenizer's added tokens");
+        }
+
         boolean templateMentions(String marker) {
             return template != null && template.contains(marker);
         }
@@ -40,10 +44,10 @@ public record ParserSelection(ToolCallParser tools, String toolsSource, Reasonin
             tools = NONE.equals(toolSetting.get()) ? null : Parsers.toolCalls(toolSetting.get());
             toolsSource = "configured";
         } else {
-            String detected = templateHasTools ? detectTools(hints) : null;
-            tools = detected == null ? null : Parsers.toolCalls(detected);
+            String[] detected = templateHasTools ? detectedTools(hints) : null;
+            tools = detected == null ? null : Parsers.toolCalls(detected[0]);
             toolsSource = detected == null ? (templateHasTools ? "no known tool-call markers in the template" : "the template has no tool calling")
-                    : "detected from the chat template and tokenizer";
+                    : "detected: " + detected[1];
         }
         ReasoningParser reasoning;
         String reasoningSource;
@@ -51,30 +55,45 @@ public record ParserSelection(ToolCallParser tools, String toolsSource, Reasonin
             reasoning = NONE.equals(reasoningSetting.get()) ? null : Parsers.reasoning(reasoningSetting.get());
             reasoningSource = "configured";
         } else {
-            String detected = detectReasoning(hints);
-            reasoning = detected == null ? null : Parsers.reasoning(detected);
-            reasoningSource = detected == null ? "no reasoning markers" : "detected from the chat template and tokenizer";
+            String[] detected = detectedReasoning(hints);
+            reasoning = detected == null ? null : Parsers.reasoning(detected[0]);
+            reasoningSource = detected == null ? "no reasoning markers" : "detected: " + detected[1];
         }
         return new ParserSelection(tools, toolsSource, reasoning, reasoningSource, templateHasTools);
     }
 
     /** The tool-call format from the template's markers first, then the tokenizer's added tokens. */
     static String detectTools(ModelHints hints) {
-        if (hints.mentions("<|channel|>") && hints.mentions("<|call|>")) return "openai";
-        if (hints.templateMentions("<function=") && hints.mentions("<tool_call>")) return "qwen3_xml";
-        if (hints.mentions("<tool_call>")) return "hermes";
-        if (hints.mentions("[TOOL_CALLS]")) return "mistral";
-        if (hints.templateMentions("[func_name1(")) return "pythonic";
-        if (hints.templateMentions("<|python_tag|>") || hints.templateMentions("\"parameters\": dictionary of argument name")) return "llama3_json";
+        String[] found = detectedTools(hints);
+        return found == null ? null : found[0];
+    }
+
+    /** {name, what showed it}, or null. */
+    private static String[] detectedTools(ModelHints hints) {
+        if (hints.mentions("<|channel|>") && hints.mentions("<|call|>")) return new String[] {"openai", hints.where("<|channel|>")};
+        if (hints.templateMentions("<function=") && hints.mentions("<tool_call>")) return new String[] {"qwen3_xml", "<function= in the chat template"};
+        if (hints.mentions("<tool_call>")) return new String[] {"hermes", hints.where("<tool_call>")};
+        if (hints.mentions("[TOOL_CALLS]")) return new String[] {"mistral", hints.where("[TOOL_CALLS]")};
+        if (hints.templateMentions("[func_name1(")) return new String[] {"pythonic", "[func_name1( in the chat template"};
+        if (hints.templateMentions("<|python_tag|>")) return new String[] {"llama3_json", "<|python_tag|> in the chat template"};
+        if (hints.templateMentions("\"parameters\": dictionary of argument name")) {
+            return new String[] {"llama3_json", "the JSON \"parameters\" instruction in the chat template"};
+        }
         return null;
     }
 
     /** {@code <think>} opened by the generation prompt: deepseek_r1; written by the model: qwen3; harmony: its analysis channel. */
     static String detectReasoning(ModelHints hints) {
-        if (hints.mentions("<|channel|>") && hints.templateMentions("analysis")) return "openai_gptoss";
+        String[] found = detectedReasoning(hints);
+        return found == null ? null : found[0];
+    }
+
+    private static String[] detectedReasoning(ModelHints hints) {
+        if (hints.mentions("<|channel|>") && hints.templateMentions("analysis")) return new String[] {"openai_gptoss", "harmony's analysis channel in the chat template"};
         if (!hints.mentions("<think>")) return null;
         String prompt = hints.generationPrompt() == null ? "" : hints.generationPrompt().strip();
-        return prompt.endsWith("<think>") ? "deepseek_r1" : "qwen3";
+        return prompt.endsWith("<think>") ? new String[] {"deepseek_r1", "the generation prompt opens <think>"}
+                : new String[] {"qwen3", hints.where("<think>")};
     }
 
     public String toolsName() {

@@ -83,6 +83,8 @@ class ParserSelectionTest {
         ParserSelection qwen3 = real("qwen3");
         assertEquals("hermes", qwen3.toolsName());
         assertEquals("qwen3", qwen3.reasoningName());
+        assertEquals("tool-call parser hermes (detected: <tool_call> in the chat template), reasoning parser qwen3 (detected: <think> in the chat template)",
+                qwen3.describe());
         // Llama 3.0's short template, Gemma 3 and DeepSeek-V3's templates render no tools
         for (String family : new String[] {"llama3_1", "gemma3", "deepseek_v3"}) {
             ParserSelection s = real(family);
