@@ -152,6 +152,21 @@ class ModelParsersTest extends ApiTest {
     }
 
     @Test
+    void responsesStreamedLogprobsSurviveTheParsers() {
+        String body = "{\"model\":\"tiny\",\"input\":\"Hello\",\"temperature\":0,\"max_output_tokens\":20,\"stream\":true,"
+                + "\"include\":[\"message.output_text.logprobs\"],\"top_logprobs\":1}";
+        List<String> streamed = new ArrayList<>();
+        List<String> completed = null;
+        for (SseFrames.Frame f : SseFrames.parse(json().body(body).post("/v1/responses").then().statusCode(200).extract().asString())) {
+            JsonPath e = JsonPath.from(f.data());
+            if (e.getString("type").equals("response.output_text.delta")) streamed.addAll(e.getList("logprobs.token"));
+            if (e.getString("type").equals("response.incomplete")) completed = e.getList("response.output[0].content[0].logprobs.token");
+        }
+        assertTrue(completed != null && !completed.isEmpty(), "completed: " + completed + " streamed: " + streamed);
+        assertEquals(completed, streamed);
+    }
+
+    @Test
     void responsesStreamFunctionCallArgumentsInPieces() {
         String body = "{\"model\":\"tiny\",\"input\":\"Weather in Paris?\",\"temperature\":0,\"max_output_tokens\":120,\"tool_choice\":\"required\","
                 + "\"tools\":[{\"type\":\"function\",\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"

@@ -161,6 +161,7 @@ public final class ResponseRun {
         final StringBuilder reasoning = new StringBuilder();
         final StringBuilder content = new StringBuilder();
         final List<StreamedCall> calls = new ArrayList<>();
+        final List<TokenLogprob> pendingLogprobs = new ArrayList<>();
         int sequence;
         int nextOutputIndex;
         int reasoningIndex = -1;
@@ -202,6 +203,8 @@ public final class ResponseRun {
         String advance(String delta, boolean last, TokenLogprob logprob) {
             StringBuilder out = new StringBuilder();
             boolean cutShort = last && generated.finish == FinishReason.LENGTH;
+            // parsers regroup the text: each token's logprob rides on the next text delta that goes out
+            if (draft.withLogprobs && logprob != null) pendingLogprobs.add(logprob);
             for (ChatDeltaStream.Delta d : deltas.add(delta, last)) {
                 if (d.reasoning() != null) {
                     if (reasoningClosed) continue;
@@ -218,9 +221,8 @@ public final class ResponseRun {
                     openMessage(out);
                     content.append(d.content());
                     ObjectNode textDelta = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", d.content());
-                    // a delta is one token's text only when no parser regroups the text
-                    boolean ownToken = draft.withLogprobs && !parsers.active() && logprob != null;
-                    textDelta.set("logprobs", ownToken ? draft.logprobs(List.of(logprob)) : mapper.createArrayNode());
+                    textDelta.set("logprobs", pendingLogprobs.isEmpty() ? mapper.createArrayNode() : draft.logprobs(List.copyOf(pendingLogprobs)));
+                    pendingLogprobs.clear();
                     out.append(event("response.output_text.delta", textDelta));
                 } else if (d.callStart()) {
                     // parallel_tool_calls false: the response reports the first call only
@@ -269,6 +271,13 @@ public final class ResponseRun {
         private void closeMessage(StringBuilder out, String status) {
             if (messageIndex < 0 || messageClosed) return;
             messageClosed = true;
+            if (!pendingLogprobs.isEmpty()) {
+                // tokens whose text never went out on its own (a partial character at the end): their logprobs still do
+                ObjectNode rest = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", "");
+                rest.set("logprobs", draft.logprobs(List.copyOf(pendingLogprobs)));
+                pendingLogprobs.clear();
+                out.append(event("response.output_text.delta", rest));
+            }
             String text = content.toString();
             ObjectNode done = at(messageIndex, draft.messageId()).put("content_index", 0).put("text", text);
             done.set("logprobs", draft.withLogprobs ? draft.logprobs(generated.logprobs) : mapper.createArrayNode());
