@@ -116,7 +116,7 @@ class StreamedParserFixturesTest {
             check(parser + "/" + c.get("id").asText(), new OutputParsers(null, Parsers.toolCalls(parser), tools), c.get("text").asText());
             n++;
         }
-        assertEquals(19, n);
+        assertEquals(22, n);
     }
 
     @Test
@@ -168,25 +168,39 @@ class StreamedParserFixturesTest {
     @Test
     void longArgumentsArriveInSeveralPiecesAndContentBeforeTheCallEnds() {
         String query = "how do continuous batching, paged key-value caches and chunked prefill interact under load?";
-        String text = "I will look that up for you now.\n\n<tool_call>\n{\"name\": \"search_docs\", \"arguments\": {\"query\": \"" + query
-                + "\", \"max_results\": 10}}\n</tool_call>";
-        for (String parser : List.of("hermes")) {
+        String json = "{\"query\": \"" + query + "\", \"max_results\": 10}";
+        String before = "I will look that up for you now.";
+        Map<String, String> outputs = new java.util.LinkedHashMap<>();
+        outputs.put("hermes", before + "\n\n<tool_call>\n{\"name\": \"search_docs\", \"arguments\": " + json + "}\n</tool_call>");
+        outputs.put("mistral", before + "[TOOL_CALLS] [{\"name\": \"search_docs\", \"arguments\": " + json + "}]");
+        outputs.put("openai", "<|channel|>commentary<|message|>" + before + "<|end|><|start|>assistant<|channel|>commentary to=functions.search_docs "
+                + "<|constrain|>json<|message|>" + json + "<|call|>");
+        outputs.put("qwen3_xml", before + "\n<tool_call>\n<function=search_docs>\n<parameter=query>\n" + query
+                + "\n</parameter>\n<parameter=max_results>\n10\n</parameter>\n</function>\n</tool_call>");
+        for (Map.Entry<String, String> e : outputs.entrySet()) {
+            String text = e.getValue();
             // token-sized chunks, as the engine emits them
             List<String> chunks = new ArrayList<>();
             for (int i = 0; i < text.length(); i += 4) chunks.add(text.substring(i, Math.min(text.length(), i + 4)));
-            Streamed s = stream(new OutputParsers(null, Parsers.toolCalls(parser), Map.of()), chunks);
-            assertEquals("{\"query\":\"" + query + "\",\"max_results\":10}", s.calls().get(0).arguments());
-            assertTrue(s.pieces().get(0) > 10, "arguments in " + s.pieces().get(0) + " pieces");
-            int firstContent = s.order().indexOf(s.order().stream().filter(o -> o.startsWith("content@")).findFirst().orElseThrow());
-            int callStart = s.order().indexOf(s.order().stream().filter(o -> o.startsWith("call0@")).findFirst().orElseThrow());
-            assertTrue(firstContent < callStart);
-            int contentChunk = Integer.parseInt(s.order().get(firstContent).substring("content@".length()));
-            int callChunk = Integer.parseInt(s.order().get(callStart).substring("call0@".length()));
-            int closeChunk = text.indexOf("</tool_call>") / 4;
-            assertTrue(contentChunk < callChunk && callChunk < closeChunk, s.order().toString());
-            // the content went out before the call began, and the call began long before it ended
-            assertTrue(contentChunk <= text.indexOf("<tool_call>") / 4);
+            OutputParsers parsers = new OutputParsers(null, Parsers.toolCalls(e.getKey()),
+                    ParserFixturesTest.toolsOf("search_docs(query: string, max_results?: integer)"));
+            Streamed s = stream(parsers, chunks);
+            String how = e.getKey() + " " + s.order();
+            assertEquals(parsers.parse(text).calls(), s.calls(), how);
+            assertEquals(before, s.content(), how);
+            // per parameter for qwen3_xml (its values are typed once closed), per token for the JSON formats
+            assertTrue(s.pieces().get(0) >= (e.getKey().equals("qwen3_xml") ? 2 : 10), how);
+            int contentChunk = chunkOf(s.order(), "content@");
+            int callChunk = chunkOf(s.order(), "call0@");
+            int lastArgsChunk = Integer.parseInt(s.order().get(s.order().size() - 1).replaceAll(".*@", ""));
+            // the content went out before the call began (as soon as the text before it was known), the call long before it ended
+            assertTrue(contentChunk <= text.indexOf(before) / 4 + before.length() / 4 + 1, how);
+            assertTrue(contentChunk < callChunk && callChunk < lastArgsChunk - 10, how);
         }
+    }
+
+    static int chunkOf(List<String> order, String prefix) {
+        return Integer.parseInt(order.stream().filter(o -> o.startsWith(prefix)).findFirst().orElseThrow().substring(prefix.length()));
     }
 
     @Test
