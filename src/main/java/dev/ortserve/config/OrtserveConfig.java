@@ -31,7 +31,7 @@ public interface OrtserveConfig {
     /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic, openai, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> toolCallParser();
 
-    /** Reasoning parser of the served model: qwen3, deepseek_r1, openai_gptoss, or none; unset = picked from the chat template and tokenizer. */
+    /** Reasoning parser of the served model: qwen3, deepseek_r1, mistral, openai_gptoss, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> reasoningParser();
 
     /** Where generated models (the demo model) are cached. */

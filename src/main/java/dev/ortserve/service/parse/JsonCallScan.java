@@ -28,6 +28,33 @@ final class JsonCallScan {
 
     /** Scans the call object whose '{' is the first non-blank character at or after {@code from}. */
     static Call scan(String text, int from) {
+        Raw raw = raw(text, from);
+        if (raw.broken) return broken();
+        if (raw.end >= 0) return finish(raw.compact, raw.members, raw.end);
+        return partial(raw.compact, raw.members);
+    }
+
+    /**
+     * A bare arguments object (as in {@code [TOOL_CALLS]name[ARGS]{...}}): its compact form so far
+     * as the arguments, complete once it closes and is valid JSON.
+     */
+    static Call arguments(String text, int from) {
+        Raw raw = raw(text, from);
+        if (raw.broken) return broken();
+        if (raw.end < 0) return new Call(-1, false, null, raw.compact);
+        try {
+            JsonCalls.JSON.readTree(raw.compact);
+        } catch (IOException e) {
+            return broken();
+        }
+        return new Call(raw.end, false, null, raw.compact);
+    }
+
+    /** What one pass over the text found: the compact text, the top-level members' value spans in it, where the object ended. */
+    private record Raw(String compact, Map<String, int[]> members, int end, boolean broken) {
+    }
+
+    private static Raw raw(String text, int from) {
         StringBuilder compact = new StringBuilder();
         Map<String, int[]> members = new HashMap<>();
         int depth = 0;
@@ -38,7 +65,7 @@ final class JsonCallScan {
         char[] stack = new char[64];
         int i = from;
         while (i < text.length() && depth == 0 && Character.isWhitespace(text.charAt(i))) i++;
-        if (i < text.length() && text.charAt(i) != '{') return new Call(-1, true, null, null);
+        if (i < text.length() && text.charAt(i) != '{') return BROKEN;
         for (; i < text.length(); i++) {
             char c = text.charAt(i);
             if (inString) {
@@ -51,11 +78,11 @@ final class JsonCallScan {
                     inString = false;
                     if (depth == 1 && expectKey) {
                         key = decode(compact.substring(stringStart));
-                        if (key == null || members.containsKey(key)) return broken();
+                        if (key == null || members.containsKey(key)) return BROKEN;
                         expectKey = false;
                     }
                 } else if (c < 0x20) {
-                    return broken();
+                    return BROKEN;
                 }
                 continue;
             }
@@ -67,22 +94,22 @@ final class JsonCallScan {
                     compact.append(c);
                 }
                 case '{', '[' -> {
-                    if (depth == stack.length) return broken();
+                    if (depth == stack.length) return BROKEN;
                     stack[depth++] = c;
                     compact.append(c);
                     if (depth == 1) expectKey = true;
                 }
                 case '}', ']' -> {
-                    if (depth == 0 || stack[depth - 1] != (c == '}' ? '{' : '[')) return broken();
+                    if (depth == 0 || stack[depth - 1] != (c == '}' ? '{' : '[')) return BROKEN;
                     if (depth == 1 && value != null) value[1] = compact.length();
                     depth--;
                     compact.append(c);
-                    if (depth == 0) return finish(compact.toString(), members, i + 1);
+                    if (depth == 0) return new Raw(compact.toString(), members, i + 1, false);
                 }
                 case ':' -> {
                     compact.append(c);
                     if (depth == 1) {
-                        if (key == null) return broken();
+                        if (key == null) return BROKEN;
                         value = new int[] {compact.length(), -1};
                         members.put(key, value);
                         key = null;
@@ -90,7 +117,7 @@ final class JsonCallScan {
                 }
                 case ',' -> {
                     if (depth == 1) {
-                        if (value == null) return broken();
+                        if (value == null) return BROKEN;
                         value[1] = compact.length();
                         value = null;
                         expectKey = true;
@@ -98,14 +125,16 @@ final class JsonCallScan {
                     compact.append(c);
                 }
                 default -> {
-                    if (!Character.isLetterOrDigit(c) && c != '-' && c != '+' && c != '.') return broken();
-                    if (depth == 1 && expectKey) return broken();
+                    if (!Character.isLetterOrDigit(c) && c != '-' && c != '+' && c != '.') return BROKEN;
+                    if (depth == 1 && expectKey) return BROKEN;
                     compact.append(c);
                 }
             }
         }
-        return partial(compact.toString(), members);
+        return new Raw(compact.toString(), members, -1, false);
     }
+
+    private static final Raw BROKEN = new Raw(null, null, -1, true);
 
     private static Call broken() {
         return new Call(-1, true, null, null);

@@ -6,12 +6,13 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Mistral: {@code [TOOL_CALLS]} followed by a JSON array of {"name", "arguments"}. Call ids are
- * nine letters and digits: the v3+ chat templates refuse any other id when the calls come back.
+ * Mistral: {@code [TOOL_CALLS]} followed by a JSON array of {"name", "arguments"}, or (v11
+ * tokenizers: Mistral Small 3.2, Magistral, Devstral) {@code [TOOL_CALLS]NAME[ARGS]{...}} per call.
+ * Call ids are nine letters and digits: the v3+ chat templates refuse any other id when the calls come back.
  */
 final class MistralToolCallParser implements ToolCallParser {
 
-    static final String MARKER = "[TOOL_CALLS]";
+    static final String MARKER = "[TOOL_CALLS]", ARGS = "[ARGS]";
     private static final String ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     private static final SecureRandom RANDOM = new SecureRandom();
 
@@ -55,7 +56,8 @@ final class MistralToolCallParser implements ToolCallParser {
     private static List<ToolCall> calls(String text, int from, boolean complete) {
         List<ToolCall> calls = new ArrayList<>();
         int at = Markers.skipBlank(text, from);
-        if (at >= text.length() || text.charAt(at) != '[') return calls;
+        if (at >= text.length()) return calls;
+        if (text.charAt(at) != '[') return namedCalls(text, from, complete);
         at++;
         while (true) {
             JsonCallScan.Call call = JsonCallScan.scan(text, at);
@@ -67,6 +69,27 @@ final class MistralToolCallParser implements ToolCallParser {
             at = Markers.skipBlank(text, call.end());
             if (at >= text.length() || text.charAt(at) != ',') return calls;
             at++;
+        }
+    }
+
+    /** The v11 tokenizers' form (Mistral Small 3.2, Magistral, Devstral): {@code [TOOL_CALLS]NAME[ARGS]{...}}, repeated. */
+    private static List<ToolCall> namedCalls(String text, int from, boolean complete) {
+        List<ToolCall> calls = new ArrayList<>();
+        int at = from;
+        while (true) {
+            int args = text.indexOf(ARGS, at);
+            if (args < 0) return calls;
+            String name = text.substring(at, args).strip();
+            if (name.isEmpty() || !name.matches("[A-Za-z0-9_.\\-]+")) return calls;
+            JsonCallScan.Call call = JsonCallScan.arguments(text, args + ARGS.length());
+            if (!call.complete()) {
+                if (!complete && !call.broken()) calls.add(new ToolCall(name, call.arguments()));
+                return calls;
+            }
+            calls.add(new ToolCall(name, call.arguments()));
+            at = Markers.skipBlank(text, call.end());
+            if (!text.startsWith(MARKER, at)) return calls;
+            at += MARKER.length();
         }
     }
 }

@@ -90,6 +90,7 @@ public record ParserSelection(ToolCallParser tools, String toolsSource, Reasonin
 
     private static String[] detectedReasoning(ModelHints hints) {
         if (hints.mentions("<|channel|>") && hints.templateMentions("analysis")) return new String[] {"openai_gptoss", "harmony's analysis channel in the chat template"};
+        if (hints.mentions("[THINK]") && hints.mentions("[/THINK]")) return new String[] {"mistral", hints.where("[THINK]")};
         if (!hints.mentions("<think>")) return null;
         String prompt = hints.generationPrompt() == null ? "" : hints.generationPrompt().strip();
         return prompt.endsWith("<think>") ? new String[] {"deepseek_r1", "the generation prompt opens <think>"}

@@ -12,7 +12,8 @@ public final class Parsers {
     private static final Map<String, ToolCallParser> TOOL_CALLS = index(List.of(new HermesToolCallParser(), new Llama3JsonToolCallParser(),
             new MistralToolCallParser(), new Qwen3XmlToolCallParser(), new PythonicToolCallParser(), new HarmonyToolCallParser()), ToolCallParser::name);
     private static final Map<String, ReasoningParser> REASONING = index(List.of(new ThinkTagReasoningParser("qwen3", false),
-            new ThinkTagReasoningParser("deepseek_r1", true), new HarmonyReasoningParser()), ReasoningParser::name);
+            new ThinkTagReasoningParser("deepseek_r1", true), new ThinkTagReasoningParser("mistral", false, "[THINK]", "[/THINK]"),
+            new HarmonyReasoningParser()), ReasoningParser::name);
 
     private Parsers() {
     }

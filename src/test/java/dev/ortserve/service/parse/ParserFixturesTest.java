@@ -56,7 +56,7 @@ class ParserFixturesTest {
             }
             n++;
         }
-        assertEquals(23, n);
+        assertEquals(24, n);
     }
 
     @Test

@@ -39,6 +39,9 @@ class ParserSelectionTest {
         assertEquals("qwen3_xml", pick(QWEN3_CODER, Set.of("<tool_call>"), "").toolsName());
         assertEquals("llama3_json", pick(LLAMA31, Set.of("<|python_tag|>", "<|eom_id|>"), "").toolsName());
         assertEquals("mistral", pick(MISTRAL, Set.of("[TOOL_CALLS]"), "[/INST]").toolsName());
+        ParserSelection magistral = pick(MISTRAL + "[THINK]", Set.of("[TOOL_CALLS]", "[ARGS]", "[THINK]", "[/THINK]"), "");
+        assertEquals("mistral", magistral.toolsName());
+        assertEquals("mistral", magistral.reasoningName());
         ParserSelection gptOss = pick(GPT_OSS, Set.of("<|channel|>", "<|message|>", "<|call|>", "<|return|>"), "<|start|>assistant");
         assertEquals("openai", gptOss.toolsName());
         assertEquals("openai_gptoss", gptOss.reasoningName());

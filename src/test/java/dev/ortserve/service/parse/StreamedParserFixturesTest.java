@@ -116,7 +116,7 @@ class StreamedParserFixturesTest {
             check(parser + "/" + c.get("id").asText(), new OutputParsers(null, Parsers.toolCalls(parser), tools), c.get("text").asText());
             n++;
         }
-        assertEquals(22, n);
+        assertEquals(23, n);
     }
 
     @Test
@@ -146,7 +146,7 @@ class StreamedParserFixturesTest {
             check(parser + "/" + c.get("id").asText(), new OutputParsers(Parsers.reasoning(parser), null, Map.of()), c.get("text").asText());
             n++;
         }
-        assertEquals(8, n);
+        assertEquals(9, n);
     }
 
     static final Map<String, Map<String, Object>> WEATHER = Map.of("get_weather",
