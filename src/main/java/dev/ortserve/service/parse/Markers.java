@@ -20,10 +20,6 @@ final class Markers {
         return best;
     }
 
-    static String stripTrailing(String s) {
-        return s.stripTrailing();
-    }
-
     /** Content before the first call: the text before the marker without trailing blanks; null when nothing is left. */
     static String contentBefore(String text, int marker) {
         String c = text.substring(0, marker).stripTrailing();
