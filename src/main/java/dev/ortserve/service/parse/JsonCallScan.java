@@ -193,6 +193,7 @@ final class JsonCallScan {
 
     /** A complete JSON string literal's text, or null. */
     private static String decode(String literal) {
+        if (literal.length() >= 2 && literal.indexOf('\\') < 0) return literal.substring(1, literal.length() - 1);
         try {
             JsonNode n = JsonCalls.JSON.readTree(literal);
             return n != null && n.isTextual() ? n.textValue() : null;
