@@ -40,10 +40,10 @@ public interface OrtserveConfig {
     @WithDefault("4000000")
     long chatTemplateMaxChars();
 
-    /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic; unset = no tool calling. */
+    /** Tool-call parser of the served model: hermes, llama3_json, mistral, qwen3_xml, pythonic, openai, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> toolCallParser();
 
-    /** Reasoning parser of the served model: qwen3, deepseek_r1; unset = no reasoning split. */
+    /** Reasoning parser of the served model: qwen3, deepseek_r1, mistral, openai_gptoss, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> reasoningParser();
 
     /** Where generated models (the demo model) are cached. */

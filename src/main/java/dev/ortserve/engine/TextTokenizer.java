@@ -98,6 +98,11 @@ public final class TextTokenizer implements AutoCloseable {
         return addedTokens.get(content);
     }
 
+    /** The text of every added token (the markers a model's formats use). */
+    public Set<String> addedTokens() {
+        return addedTokens.keySet();
+    }
+
     /** One more than the largest id the tokenizer knows. */
     public int vocabSize() {
         return vocabSize;

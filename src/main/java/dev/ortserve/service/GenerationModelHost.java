@@ -58,14 +58,21 @@ public class GenerationModelHost {
     private dev.ortserve.service.parse.ToolCallParser toolCallParser;
     private dev.ortserve.service.parse.ReasoningParser reasoningParser;
 
-    /** The configured tool-call parser, or null when tool calling is off. */
+    private dev.ortserve.service.parse.ParserSelection parsers;
+
+    /** The model's tool-call parser (configured or detected), or null when tool calling is off. */
     public dev.ortserve.service.parse.ToolCallParser toolCallParser() {
         return toolCallParser;
     }
 
-    /** The configured reasoning parser, or null. */
+    /** The model's reasoning parser (configured or detected), or null. */
     public dev.ortserve.service.parse.ReasoningParser reasoningParser() {
         return reasoningParser;
+    }
+
+    /** The parsers chosen at startup and where each choice came from. */
+    public dev.ortserve.service.parse.ParserSelection parsers() {
+        return parsers;
     }
     private volatile boolean ready;
     private String modelId;
@@ -73,8 +80,10 @@ public class GenerationModelHost {
 
     void start(@Observes StartupEvent event) {
         // configuration mistakes fail before the model is loaded, with the valid names listed
-        toolCallParser = config.toolCallParser().map(dev.ortserve.service.parse.Parsers::toolCalls).orElse(null);
-        reasoningParser = config.reasoningParser().map(dev.ortserve.service.parse.Parsers::reasoning).orElse(null);
+        config.toolCallParser().filter(n -> !n.equals(dev.ortserve.service.parse.ParserSelection.NONE))
+                .ifPresent(dev.ortserve.service.parse.Parsers::toolCalls);
+        config.reasoningParser().filter(n -> !n.equals(dev.ortserve.service.parse.ParserSelection.NONE))
+                .ifPresent(dev.ortserve.service.parse.Parsers::reasoning);
         Path dir;
         String defaultName;
         if (config.modelPath().isPresent()) {
@@ -120,6 +129,12 @@ public class GenerationModelHost {
             model.close();
             throw e;
         }
+        parsers = dev.ortserve.service.parse.ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
+                new dev.ortserve.service.parse.ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
+        toolCallParser = parsers.tools();
+        reasoningParser = parsers.reasoning();
+        if (toolCallParser != null) chatPrompts.callIds(toolCallParser::templateCallId);
+        LOG.infof("Model parsers: %s", parsers.describe());
         ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options,
                 runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
         batching.listener(metrics.engineListener(modelId));
@@ -198,7 +213,8 @@ public class GenerationModelHost {
     public ServedModelInfo info() {
         return new ServedModelInfo(modelId, ServedModelInfo.Kind.GENERATION,
                 ready ? engine.model().spec().maxModelLen() : 0,
-                ready ? engine.model().directory().toString() : null, createdAt);
+                ready ? engine.model().directory().toString() : null, createdAt,
+                parsers == null ? null : parsers.toolsName(), parsers == null ? null : parsers.reasoningName());
     }
 
 }

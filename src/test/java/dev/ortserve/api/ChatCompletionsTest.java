@@ -90,10 +90,6 @@ class ChatCompletionsTest extends ApiTest {
 
     @Test
     void unsupportedFeaturesAreRefusedNotIgnored() {
-        String tools = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\"}}}]";
-        // no tool-call parser is configured on this server
-        json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + tools + "}").post("/v1/chat/completions")
-                .then().statusCode(400).body("error.param", equalTo("tools"));
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"not\":{}}}}}")
                 .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("response_format.json_schema.schema"));
         json().body("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/y.png\"}}]}]}")

@@ -104,7 +104,6 @@ class InvalidRequestsTest extends ApiTest {
                 arguments(R, "{" + M + "\"input\":[]}", 400, "input", null),
                 arguments(R, "{" + M + "\"input\":\"x\",\"background\":true}", 400, "background", "unsupported_parameter"),
                 arguments(R, "{" + M + "\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", 400, "tools[0].type", "unsupported_parameter"),
-                arguments(R, "{" + M + "\"input\":\"x\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}]}", 400, "tools", "unsupported_parameter"),
                 arguments(R, "{" + M + "\"input\":\"x\",\"tool_choice\":\"required\"}", 400, "tool_choice", null),
                 arguments(R, "{" + M + "\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"s\",\"schema\":{\"type\":\"object\",\"patternProperties\":{}}}}}", 400, "text.format.schema", "invalid_json_schema"),
                 arguments(R, "{" + M + "\"input\":\"x\",\"include\":[\"reasoning.encrypted_content\"]}", 400, "include[0]", "unsupported_parameter"),

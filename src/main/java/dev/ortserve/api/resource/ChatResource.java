@@ -79,10 +79,11 @@ public class ChatResource implements ChatApi {
         host.requireModel(req.getModel());
         refuseUnsupported(req);
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
-        if (hasTools && host.toolCallParser() == null) {
-            throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
-        }
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (hasTools && choice != ToolChoice.Mode.NONE && host.toolCallParser() == null) {
+            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+        }
         if (!hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) {
             throw ApiException.invalidRequest("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
                     + "' needs 'tools'.");
@@ -97,7 +98,9 @@ public class ChatResource implements ChatApi {
         }
         dev.ortserve.engine.TokenConstraint constraint = constraint(req, choice, schemas);
         // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
-        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
+        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
+        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
+                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -184,7 +187,7 @@ public class ChatResource implements ChatApi {
             ChatOutput out = parsing.parse(r.text());
             ChatCompletionResponseMessage message = new ChatCompletionResponseMessage().role(ChatCompletionResponseMessage.RoleEnum.ASSISTANT)
                     .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
-                    .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls()));
+                    .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls(), parsing.tools()));
             ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
                     .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
                     .stopReason(StopReason.of(r.stopReason()));
@@ -204,8 +207,10 @@ public class ChatResource implements ChatApi {
         CompletionsResource.CachedTokens cached = new CompletionsResource.CachedTokens(call);
         List<String> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
+        List<List<TokenLogprob>> pendingLogprobs = new ArrayList<>();
         for (int i = 0; i < call.choices(); i++) {
             streams[i] = new ChatDeltaStream(parsing);
+            pendingLogprobs.add(new ArrayList<>());
             roles.add(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null))))));
         }
@@ -223,11 +228,20 @@ public class ChatResource implements ChatApi {
                     out.append(frame(chunk(id, created).choices(List.of(choice))));
                 }
             } else {
-                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created));
+                // the parser regroups the text: each token's logprob rides on the next chunk that goes out
+                if (call.sampling().topLogprobs() != null && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
+                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created,
+                        pendingLogprobs.get(index)));
             }
             if (e.event().finishReason() != null) {
                 boolean called = streams[index].called();
-                out.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
+                List<TokenLogprob> left = pendingLogprobs.get(index);
+                ChatCompletionChunkChoice last = new ChatCompletionChunkChoice().index(index);
+                if (!left.isEmpty()) {
+                    last.logprobs(logprobs(List.copyOf(left)));
+                    left.clear();
+                }
+                out.append(frame(chunk(id, created).choices(List.of(last
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
                         .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
                         .stopReason(StopReason.of(e.event().stopReason()))))));
@@ -246,41 +260,41 @@ public class ChatResource implements ChatApi {
     }
 
     /**
-     * Reasoning, content and tool-call chunks for one more piece of a choice's text: with a
-     * tool-call parser each call goes out at the end as one delta with its index, id, type and
-     * name (empty arguments) and one with all of its arguments.
+     * Reasoning, content and tool-call chunks for one more piece of a choice's text: content as it
+     * comes until a call begins, then per call one delta with its index, id, type and name (empty
+     * arguments) and its arguments in pieces as they are generated.
      */
-    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created) {
+    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<TokenLogprob> pending) {
         StringBuilder frames = new StringBuilder();
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
+            ChatCompletionStreamDelta out;
             if (d.reasoning() != null) {
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().reasoningContent(d.reasoning()).toolCalls(null))))));
+                out = new ChatCompletionStreamDelta().reasoningContent(d.reasoning()).toolCalls(null);
             } else if (d.content() != null) {
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().content(d.content()).toolCalls(null))))));
+                out = new ChatCompletionStreamDelta().content(d.content()).toolCalls(null);
+            } else if (d.callStart()) {
+                out = new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(d.callIndex())
+                        .id(d.callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
+                        .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(d.name()).arguments(""))));
             } else {
-                int k = d.callIndex();
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
-                                .id(callId()).type(dev.ortserve.api.model.ChatCompletionToolCallDelta.TypeEnum.FUNCTION)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().name(d.call().name()).arguments("")))))))));
-                frames.append(frame(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(index)
-                        .delta(new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(k)
-                                .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.call().arguments())))))))));
+                out = new ChatCompletionStreamDelta().toolCalls(List.of(new dev.ortserve.api.model.ChatCompletionToolCallDelta().index(d.callIndex())
+                        .function(new dev.ortserve.api.model.ChatCompletionToolCallDeltaFunction().arguments(d.arguments()))));
             }
+            ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index).delta(out);
+            if (!pending.isEmpty()) {
+                choice.logprobs(logprobs(List.copyOf(pending)));
+                pending.clear();
+            }
+            frames.append(frame(chunk(id, created).choices(List.of(choice))));
         }
         return frames.toString();
     }
 
-    static String callId() {
-        return "call_" + UUID.randomUUID().toString().replace("-", "").substring(0, 24);
-    }
-
-    static List<dev.ortserve.api.model.ChatCompletionMessageToolCall> toolCalls(List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls) {
+    private static List<dev.ortserve.api.model.ChatCompletionMessageToolCall> toolCalls(List<dev.ortserve.service.parse.ToolCallParser.ToolCall> calls,
+                                                                                    dev.ortserve.service.parse.ToolCallParser parser) {
         List<dev.ortserve.api.model.ChatCompletionMessageToolCall> out = new ArrayList<>();
         for (var c : calls) {
-            out.add(new dev.ortserve.api.model.ChatCompletionMessageToolCall().id(callId())
+            out.add(new dev.ortserve.api.model.ChatCompletionMessageToolCall().id(parser.newCallId())
                     .type(dev.ortserve.api.model.ChatCompletionMessageToolCall.TypeEnum.FUNCTION)
                     .function(new dev.ortserve.api.model.ChatCompletionMessageToolCallFunction().name(c.name()).arguments(c.arguments())));
         }

@@ -33,6 +33,8 @@ public class ModelsResource implements ModelsApi {
 
     private static Model toDto(ServedModelInfo info) {
         return new Model().id(info.id())._object(Model.ObjectEnum.MODEL).created(info.createdEpochSeconds())
-                .ownedBy("ortserve").maxModelLen(info.maxModelLen()).root(info.root());
+                .ownedBy("ortserve").maxModelLen(info.maxModelLen()).root(info.root())
+                .parsers(info.toolCallParser() == null ? null
+                        : new dev.ortserve.api.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()));
     }
 }

@@ -38,19 +38,4 @@ final class JsonCalls {
             throw new IllegalStateException(e);
         }
     }
-
-    /** {"name": ..., "arguments"|"parameters": {...}} as a call, or null. */
-    static ToolCallParser.ToolCall call(JsonNode node) {
-        if (node == null || !node.isObject() || !node.path("name").isTextual()) return null;
-        JsonNode args = node.has("arguments") ? node.get("arguments") : node.get("parameters");
-        if (args != null && args.isTextual()) {
-            try {
-                args = JSON.readTree(args.textValue());
-            } catch (IOException e) {
-                return null;
-            }
-        }
-        if (args != null && !args.isObject()) return null;
-        return new ToolCallParser.ToolCall(node.get("name").textValue(), arguments(args));
-    }
 }

@@ -32,6 +32,13 @@ final class PythonicToolCallParser implements ToolCallParser {
         }
     }
 
+    /** A list of calls is only known once it closes: an output opening with '[' is held until the end. */
+    @Override
+    public Progress progress(String text, Map<String, Map<String, Object>> tools) {
+        String body = text.strip();
+        return Progress.content(body.isEmpty() || body.startsWith("[") ? "" : text);
+    }
+
     /** A small recursive-descent reader for a list of calls with literal keyword arguments. */
     private static final class Reader {
         private final String s;

@@ -1,22 +1,21 @@
 package dev.ortserve.service.parse;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 
 /**
  * Qwen3-Coder XML calls: {@code <tool_call><function=NAME><parameter=P>value</parameter>...</function></tool_call>}.
- * Values are text; they are typed by the tool's JSON Schema (integer, number, boolean, object, array).
+ * Values are text; they are typed by the tool's JSON Schema (integer, number, boolean, object,
+ * array). Arguments are written as each parameter closes. Content and what follows calls are
+ * treated as in {@link HermesToolCallParser}.
  */
 final class Qwen3XmlToolCallParser implements ToolCallParser {
 
-    private static final Pattern CALL = Pattern.compile("<tool_call>\\s*<function=([^>\\s]+)>(.*?)</function>\\s*</tool_call>", Pattern.DOTALL);
-    private static final Pattern PARAM = Pattern.compile("<parameter=([^>\\s]+)>(.*?)</parameter>", Pattern.DOTALL);
+    static final String OPEN = "<tool_call>", CLOSE = "</tool_call>";
+    private static final String FUNCTION = "<function=", FUNCTION_END = "</function>", PARAM = "<parameter=", PARAM_END = "</parameter>";
 
     @Override
     public String name() {
@@ -25,23 +24,61 @@ final class Qwen3XmlToolCallParser implements ToolCallParser {
 
     @Override
     public Result parse(String text, Map<String, Map<String, Object>> tools) {
-        Matcher m = CALL.matcher(text);
+        int first = text.indexOf(OPEN);
+        if (first < 0) return Result.text(text);
+        List<ToolCall> calls = calls(text, first, tools, true);
+        if (calls.isEmpty()) return Result.text(text);
+        return new Result(Markers.contentBefore(text, first), calls);
+    }
+
+    @Override
+    public Progress progress(String text, Map<String, Map<String, Object>> tools) {
+        int first = text.indexOf(OPEN);
+        if (first < 0) return Progress.content(Markers.heldContent(text, OPEN));
+        String content = Markers.contentBefore(text, first);
+        return new Progress(content == null ? "" : content, calls(text, first, tools, false));
+    }
+
+    private static List<ToolCall> calls(String text, int first, Map<String, Map<String, Object>> tools, boolean complete) {
         List<ToolCall> calls = new ArrayList<>();
-        int first = -1, end = 0;
-        while (m.find()) {
-            if (first < 0) first = m.start();
-            else if (!text.substring(end, m.start()).isBlank()) return Result.text(text);
-            end = m.end();
-            String function = m.group(1);
-            ObjectNode args = JsonCalls.JSON.createObjectNode();
-            Matcher p = PARAM.matcher(m.group(2));
-            while (p.find()) {
-                args.set(p.group(1), typed(strip(p.group(2)), type(tools, function, p.group(1))));
+        int at = first;
+        while (true) {
+            at = Markers.skipBlank(text, at + OPEN.length());
+            if (!text.startsWith(FUNCTION, at)) return calls;
+            int nameEnd = text.indexOf('>', at + FUNCTION.length());
+            if (nameEnd < 0) return calls;
+            String function = text.substring(at + FUNCTION.length(), nameEnd);
+            if (function.isEmpty() || function.chars().anyMatch(Character::isWhitespace)) return calls;
+            StringBuilder args = new StringBuilder("{");
+            at = nameEnd + 1;
+            boolean done = false;
+            while (true) {
+                at = Markers.skipBlank(text, at);
+                if (text.startsWith(FUNCTION_END, at)) {
+                    at += FUNCTION_END.length();
+                    done = true;
+                    break;
+                }
+                if (!text.startsWith(PARAM, at)) break;
+                int keyEnd = text.indexOf('>', at + PARAM.length());
+                int valueEnd = keyEnd < 0 ? -1 : text.indexOf(PARAM_END, keyEnd + 1);
+                if (valueEnd < 0) break;
+                String key = text.substring(at + PARAM.length(), keyEnd);
+                if (args.length() > 1) args.append(',');
+                args.append(JsonCalls.JSON.getNodeFactory().textNode(key)).append(':')
+                        .append(typed(strip(text.substring(keyEnd + 1, valueEnd)), type(tools, function, key)));
+                at = valueEnd + PARAM_END.length();
             }
-            calls.add(new ToolCall(function, JsonCalls.arguments(args)));
+            if (!done) {
+                if (!complete) calls.add(new ToolCall(function, args.toString()));
+                return calls;
+            }
+            calls.add(new ToolCall(function, args.append('}').toString()));
+            at = Markers.skipBlank(text, at);
+            if (!text.startsWith(CLOSE, at)) return calls;
+            at = Markers.skipBlank(text, at + CLOSE.length());
+            if (!text.startsWith(OPEN, at)) return calls;
         }
-        if (calls.isEmpty() || !text.substring(end).isBlank()) return Result.text(text);
-        return new Result(HermesToolCallParser.content(text.substring(0, first)), calls);
     }
 
     private static String strip(String value) {

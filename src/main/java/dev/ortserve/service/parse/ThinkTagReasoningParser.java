@@ -1,19 +1,26 @@
 package dev.ortserve.service.parse;
 
 /**
- * {@code <think>...</think>} reasoning. {@code qwen3}: reasoning only inside an opening and a closing
- * tag. {@code deepseek_r1}: the template may already have opened the block, so everything before
- * {@code </think>} is reasoning, and output that never closes it is all reasoning.
+ * {@code <think>...</think>} reasoning. {@code qwen3}: reasoning only in a block the output opens
+ * with (after blanks). {@code deepseek_r1}: the template may already have opened the block, so
+ * everything before {@code </think>} is reasoning, and output that never closes it is all reasoning.
+ * {@code mistral} (Magistral): as {@code qwen3} with {@code [THINK]...[/THINK]}.
  */
 final class ThinkTagReasoningParser implements ReasoningParser {
 
-    static final String OPEN = "<think>", CLOSE = "</think>";
     private final String name;
     private final boolean openedByTemplate;
+    private final String open, close;
 
     ThinkTagReasoningParser(String name, boolean openedByTemplate) {
+        this(name, openedByTemplate, "<think>", "</think>");
+    }
+
+    ThinkTagReasoningParser(String name, boolean openedByTemplate, String open, String close) {
         this.name = name;
         this.openedByTemplate = openedByTemplate;
+        this.open = open;
+        this.close = close;
     }
 
     @Override
@@ -23,16 +30,27 @@ final class ThinkTagReasoningParser implements ReasoningParser {
 
     @Override
     public Split split(String text) {
-        int open = text.indexOf(OPEN);
-        int close = text.indexOf(CLOSE);
-        if (!openedByTemplate && open < 0) {
+        int lead = Markers.skipBlank(text, 0);
+        boolean opens = text.startsWith(open, lead);
+        if (!openedByTemplate && !opens) {
             return new Split(null, empty(text));
         }
-        int start = open >= 0 && (close < 0 || open < close) ? open + OPEN.length() : 0;
-        if (close < 0) {
+        int start = opens ? lead + open.length() : 0;
+        int end = text.indexOf(close, start);
+        if (end < 0) {
             return new Split(empty(text.substring(start)), null);
         }
-        return new Split(empty(text.substring(start, close)), empty(text.substring(close + CLOSE.length())));
+        return new Split(empty(text.substring(start, end)), empty(text.substring(end + close.length())));
+    }
+
+    @Override
+    public boolean settled(String text) {
+        int lead = Markers.skipBlank(text, 0);
+        if (!openedByTemplate && lead < text.length() && !open.startsWith(text.substring(lead, Math.min(text.length(), lead + open.length())))) {
+            return true;
+        }
+        boolean opens = text.startsWith(open, lead);
+        return (opens || openedByTemplate) && text.indexOf(close, opens ? lead + open.length() : 0) >= 0;
     }
 
     private static String empty(String s) {

@@ -29,6 +29,8 @@ public final class ChatPromptRenderer {
     private final Clock clock;
     private final Template.Limits limits;
 
+    private volatile java.util.function.UnaryOperator<String> callIds = id -> id;
+
     public ChatPromptRenderer(LoadedModel model, String templateSource, Clock clock) {
         this(model, templateSource, clock, Template.Limits.DEFAULT);
     }
@@ -43,6 +45,11 @@ public final class ChatPromptRenderer {
         } catch (ChatTemplateException e) {
             throw new ModelLoadException(e.getMessage(), e);
         }
+    }
+
+    /** How call ids in the conversation are shown to the template (Mistral's templates accept only nine letters and digits). */
+    public void callIds(java.util.function.UnaryOperator<String> rewrite) {
+        this.callIds = rewrite;
     }
 
     public record Prompt(String text, int[] tokenIds) {
@@ -69,6 +76,19 @@ public final class ChatPromptRenderer {
             if (!e.isRaisedByTemplate()) {
                 throw new ModelLoadException("The chat template cannot be rendered: " + e.getMessage(), e);
             }
+        }
+    }
+
+    /** What the template appends for add_generation_prompt to a one-message conversation; null when it cannot say. */
+    public String generationPrompt() {
+        if (template == null) return null;
+        try {
+            List<Map<String, Object>> one = List.of(Map.of("role", "user", "content", "ping"));
+            String with = template.render(one, null, true, Map.of(), model.specialTokens());
+            String without = template.render(one, null, false, Map.of(), model.specialTokens());
+            return with.startsWith(without) ? with.substring(without.length()) : with;
+        } catch (RuntimeException e) {
+            return null;
         }
     }
 
@@ -105,8 +125,8 @@ public final class ChatPromptRenderer {
         }
         String text;
         try {
-            text = renderer.render(new ChatTemplateRenderer.Input(normalise(r.messages()), r.tools(), r.documents(), r.addGenerationPrompt(),
-                    r.continueFinalMessage(), r.kwargs(), model.specialTokens()));
+            text = renderer.render(new ChatTemplateRenderer.Input(rewriteCallIds(normalise(r.messages()), callIds), r.tools(), r.documents(),
+                    r.addGenerationPrompt(), r.continueFinalMessage(), r.kwargs(), model.specialTokens()));
         } catch (ChatTemplateException e) {
             if (e.kind() == ChatTemplateException.Kind.INPUT) throw ApiException.invalidRequest("continue_final_message", e.getMessage());
             throw ApiException.invalidRequest(param, e.getMessage(), "chat_template_error");
@@ -122,6 +142,27 @@ public final class ChatPromptRenderer {
         if (r.requestTemplate() == null) return io.smallrye.mutiny.Uni.createFrom().item(render(r));
         return io.smallrye.mutiny.Uni.createFrom().item(() -> render(r))
                 .runSubscriptionOn(io.smallrye.mutiny.infrastructure.Infrastructure.getDefaultWorkerPool());
+    }
+
+    @SuppressWarnings("unchecked")
+    static List<Map<String, Object>> rewriteCallIds(List<Map<String, Object>> messages, java.util.function.UnaryOperator<String> rewrite) {
+        for (Map<String, Object> m : messages) {
+            if (m.get("tool_call_id") instanceof String id) m.put("tool_call_id", rewrite.apply(id));
+            if (m.get("tool_calls") instanceof List<?> calls) {
+                List<Object> copy = new ArrayList<>(calls.size());
+                for (Object c : calls) {
+                    if (c instanceof Map<?, ?> call && call.get("id") instanceof String id) {
+                        Map<String, Object> rewritten = new LinkedHashMap<>((Map<String, Object>) call);
+                        rewritten.put("id", rewrite.apply(id));
+                        copy.add(rewritten);
+                    } else {
+                        copy.add(c);
+                    }
+                }
+                m.put("tool_calls", copy);
+            }
+        }
+        return messages;
     }
 
     /** developer -> system, and the leading run of system messages merged (joined by a blank line). */

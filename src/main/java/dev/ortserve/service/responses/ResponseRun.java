@@ -10,9 +10,9 @@ import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.completion.ChoiceEvent;
+import dev.ortserve.service.parse.ChatDeltaStream;
 import dev.ortserve.service.parse.ChatOutput;
 import dev.ortserve.service.parse.OutputParsers;
-import dev.ortserve.service.parse.ToolCallParser;
 import dev.ortserve.store.ConversationFullException;
 import dev.ortserve.store.RecordTooLargeException;
 import dev.ortserve.store.ResponseStore;
@@ -120,9 +120,6 @@ public final class ResponseRun {
 
     // ------------------------------------------------------------------ streaming
 
-    /** Text that might still turn into a marker ({@code </think>}) is held back until it cannot. */
-    private static final int MARKER_HOLD_BACK = 16;
-
     /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
     public Multi<String> frames() {
         StreamState st = new StreamState();
@@ -162,14 +159,32 @@ public final class ResponseRun {
     /** What the stream has sent so far. */
     private final class StreamState {
         final Generated generated = new Generated();
-        final StringBuilder text = new StringBuilder();
+        final ChatDeltaStream deltas = new ChatDeltaStream(parsers);
+        final StringBuilder reasoning = new StringBuilder();
+        final StringBuilder content = new StringBuilder();
+        final List<StreamedCall> calls = new ArrayList<>();
+        final List<TokenLogprob> pendingLogprobs = new ArrayList<>();
         int sequence;
         int nextOutputIndex;
         int reasoningIndex = -1;
         int messageIndex = -1;
-        int reasoningSent;
-        int contentSent;
         boolean reasoningClosed;
+        boolean messageClosed;
+
+        /** A function call item being streamed: its output index, name and the arguments sent. */
+        final class StreamedCall {
+            final int outputIndex;
+            final int k;
+            final String name;
+            final StringBuilder arguments = new StringBuilder();
+            boolean done;
+
+            StreamedCall(int outputIndex, int k, String name) {
+                this.outputIndex = outputIndex;
+                this.k = k;
+                this.name = name;
+            }
+        }
 
         String event(String type, ObjectNode payload) {
             ObjectNode e = mapper.createObjectNode().put("type", type).put("sequence_number", sequence++);
@@ -186,48 +201,65 @@ public final class ResponseRun {
             return mapper.createObjectNode().put("item_id", itemId).put("output_index", outputIndex);
         }
 
+        /** The events for one more piece of text: the same incremental parse as chat's stream. */
         String advance(String delta, boolean last, TokenLogprob logprob) {
-            text.append(delta);
             StringBuilder out = new StringBuilder();
-            boolean holdAll = parsers.tools() != null && !last;
-            if (holdAll && parsers.reasoning() == null) return "";
-            ChatOutput parsed = parsers.parse(text.toString());
-            String reasoning = parsed.reasoning() == null ? "" : parsed.reasoning();
-            String content = parsed.content() == null ? "" : parsed.content();
-            int reasoningEnd = last || parsed.content() != null ? reasoning.length() : Math.max(0, reasoning.length() - MARKER_HOLD_BACK);
-            if (!parsers.active()) reasoningEnd = 0;
-            if (reasoningEnd > reasoningSent && !reasoningClosed) {
-                if (reasoningIndex < 0) {
-                    reasoningIndex = nextOutputIndex++;
-                    out.append(itemAdded(reasoningIndex, draft.reasoningItem(null, "in_progress")));
+            boolean cutShort = last && generated.finish == FinishReason.LENGTH;
+            // parsers regroup the text: each token's logprob rides on the next text delta that goes out
+            if (draft.withLogprobs && logprob != null) pendingLogprobs.add(logprob);
+            for (ChatDeltaStream.Delta d : deltas.add(delta, last)) {
+                if (d.reasoning() != null) {
+                    if (reasoningClosed) continue;
+                    if (reasoningIndex < 0) {
+                        reasoningIndex = nextOutputIndex++;
+                        out.append(itemAdded(reasoningIndex, draft.reasoningItem(null, "in_progress")));
+                    }
+                    reasoning.append(d.reasoning());
+                    out.append(event("response.reasoning_text.delta", at(reasoningIndex, draft.reasoningId()).put("content_index", 0)
+                            .put("delta", d.reasoning())));
+                } else if (d.content() != null) {
+                    closeReasoning(out, false);
+                    if (messageClosed) continue;
+                    openMessage(out);
+                    content.append(d.content());
+                    ObjectNode textDelta = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", d.content());
+                    textDelta.set("logprobs", pendingLogprobs.isEmpty() ? mapper.createArrayNode() : draft.logprobs(List.copyOf(pendingLogprobs)));
+                    pendingLogprobs.clear();
+                    out.append(event("response.output_text.delta", textDelta));
+                } else if (d.callStart()) {
+                    // parallel_tool_calls false: the response reports the first call only
+                    if (d.callIndex() > 0 && Boolean.FALSE.equals(draft.request.getParallelToolCalls())) continue;
+                    closeReasoning(out, false);
+                    closeMessage(out, "completed");
+                    if (!calls.isEmpty()) closeCall(out, calls.get(calls.size() - 1));
+                    StreamedCall call = new StreamedCall(nextOutputIndex++, d.callIndex(), d.name());
+                    calls.add(call);
+                    out.append(itemAdded(call.outputIndex, draft.callItem(call.k, call.name, "", "in_progress")));
+                } else if (d.callIndex() < calls.size()) {
+                    StreamedCall call = calls.get(d.callIndex());
+                    if (call.done) continue;
+                    call.arguments.append(d.arguments());
+                    out.append(event("response.function_call_arguments.delta", at(call.outputIndex, draft.callIds(call.k)[0])
+                            .put("delta", d.arguments())));
                 }
-                out.append(event("response.reasoning_text.delta", at(reasoningIndex, draft.reasoningId()).put("content_index", 0)
-                        .put("delta", reasoning.substring(reasoningSent, reasoningEnd))));
-                reasoningSent = reasoningEnd;
             }
-            if (holdAll) return out.toString();
-            int contentEnd = last || !parsers.active() ? content.length() : Math.max(0, content.length() - MARKER_HOLD_BACK);
-            if (last || contentEnd > contentSent) {
-                closeReasoning(out, reasoning, last && generated.finish == FinishReason.LENGTH && parsed.content() == null);
+            if (last) {
+                closeReasoning(out, cutShort && content.isEmpty());
+                if (calls.isEmpty()) {
+                    openMessage(out);
+                }
+                closeMessage(out, cutShort ? "incomplete" : "completed");
+                for (StreamedCall call : calls) closeCall(out, call);
             }
-            if (contentEnd > contentSent) {
-                openMessage(out);
-                ObjectNode textDelta = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", content.substring(contentSent, contentEnd));
-                // a delta is one token's text only when no parser regroups the text
-                boolean ownToken = draft.withLogprobs && !parsers.active() && logprob != null;
-                textDelta.set("logprobs", ownToken ? draft.logprobs(List.of(logprob)) : mapper.createArrayNode());
-                out.append(event("response.output_text.delta", textDelta));
-                contentSent = contentEnd;
-            }
-            if (last) finish(out, parsed, content);
             return out.toString();
         }
 
-        private void closeReasoning(StringBuilder out, String reasoning, boolean cutShort) {
+        private void closeReasoning(StringBuilder out, boolean cutShort) {
             if (reasoningIndex < 0 || reasoningClosed) return;
             reasoningClosed = true;
-            out.append(event("response.reasoning_text.done", at(reasoningIndex, draft.reasoningId()).put("content_index", 0).put("text", reasoning)));
-            out.append(itemDone(reasoningIndex, draft.reasoningItem(reasoning, cutShort ? "incomplete" : "completed")));
+            String text = reasoning.toString();
+            out.append(event("response.reasoning_text.done", at(reasoningIndex, draft.reasoningId()).put("content_index", 0).put("text", text)));
+            out.append(itemDone(reasoningIndex, draft.reasoningItem(text, cutShort ? "incomplete" : "completed")));
         }
 
         private void openMessage(StringBuilder out) {
@@ -238,27 +270,32 @@ public final class ResponseRun {
                     .set("part", draft.outputText("", List.of()))));
         }
 
-        private void finish(StringBuilder out, ChatOutput parsed, String content) {
-            List<ToolCallParser.ToolCall> calls = draft.calls(parsed);
-            String status = generated.finish == FinishReason.LENGTH ? "incomplete" : "completed";
-            if (ResponseDraft.hasMessage(parsed, calls)) {
-                openMessage(out);
-                ObjectNode text = at(messageIndex, draft.messageId()).put("content_index", 0).put("text", content);
-                text.set("logprobs", draft.withLogprobs ? draft.logprobs(generated.logprobs) : mapper.createArrayNode());
-                out.append(event("response.output_text.done", text));
-                ObjectNode part = draft.outputText(content, generated.logprobs);
-                out.append(event("response.content_part.done", at(messageIndex, draft.messageId()).put("content_index", 0).set("part", part)));
-                out.append(itemDone(messageIndex, draft.messageItem(status, List.of(part))));
+        private void closeMessage(StringBuilder out, String status) {
+            if (messageIndex < 0 || messageClosed) return;
+            messageClosed = true;
+            if (!pendingLogprobs.isEmpty()) {
+                // tokens whose text never went out on its own (a partial character at the end): their logprobs still do
+                ObjectNode rest = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", "");
+                rest.set("logprobs", draft.logprobs(List.copyOf(pendingLogprobs)));
+                pendingLogprobs.clear();
+                out.append(event("response.output_text.delta", rest));
             }
-            for (int k = 0; k < calls.size(); k++) {
-                int index = nextOutputIndex++;
-                ToolCallParser.ToolCall call = calls.get(k);
-                out.append(itemAdded(index, draft.callItem(k, call.name(), "", "in_progress")));
-                String itemId = draft.callIds(k)[0];
-                out.append(event("response.function_call_arguments.delta", at(index, itemId).put("delta", call.arguments())));
-                out.append(event("response.function_call_arguments.done", at(index, itemId).put("name", call.name()).put("arguments", call.arguments())));
-                out.append(itemDone(index, draft.callItem(k, call.name(), call.arguments(), "completed")));
-            }
+            String text = content.toString();
+            ObjectNode done = at(messageIndex, draft.messageId()).put("content_index", 0).put("text", text);
+            done.set("logprobs", draft.withLogprobs ? draft.logprobs(generated.logprobs) : mapper.createArrayNode());
+            out.append(event("response.output_text.done", done));
+            ObjectNode part = draft.outputText(text, generated.logprobs);
+            out.append(event("response.content_part.done", at(messageIndex, draft.messageId()).put("content_index", 0).set("part", part)));
+            out.append(itemDone(messageIndex, draft.messageItem(status, List.of(part))));
+        }
+
+        private void closeCall(StringBuilder out, StreamedCall call) {
+            if (call.done) return;
+            call.done = true;
+            String arguments = call.arguments.toString();
+            out.append(event("response.function_call_arguments.done", at(call.outputIndex, draft.callIds(call.k)[0])
+                    .put("name", call.name).put("arguments", arguments)));
+            out.append(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
         }
 
         private String itemAdded(int index, ObjectNode item) {

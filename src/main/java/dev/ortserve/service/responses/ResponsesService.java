@@ -123,11 +123,12 @@ public class ResponsesService {
                             + "') are not available on this server; only 'function' tools are supported.");
                 }
             }
-            if (host.toolCallParser() == null) {
-                throw ApiException.unsupported("tools", "This server has no tool-call parser configured for its model (ORTSERVE_TOOL_CALL_PARSER), so it cannot return tool calls.");
-            }
         }
         ToolChoice choice = req.getToolChoice();
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
+            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+        }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
             throw ApiException.invalidRequest("tool_choice", "A forced 'tool_choice' needs 'tools'.");
         }
@@ -172,7 +173,9 @@ public class ResponsesService {
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
         boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
         TokenConstraint constraint = constraint(req, choice, schemas);
-        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, parseTools ? host.toolCallParser() : null, schemas);
+        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
+        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
+                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
         var model = host.model();

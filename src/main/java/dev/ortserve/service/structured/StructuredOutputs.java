@@ -59,14 +59,15 @@ public class StructuredOutputs {
     }
 
     /**
-     * One call, in the model's tool-call format, to {@code forcedName} or (null) to any of the
+     * One call, in the model's tool-call format when it is JSON (hermes, llama3_json; others are
+     * written as llama3_json: see {@link dev.ortserve.service.parse.Parsers#forcedCalls}), to {@code forcedName} or (null) to any of the
      * tools, with arguments valid against that tool's parameters schema.
      */
     public TokenConstraint toolCall(ToolCallParser parser, Map<String, Map<String, Object>> tools, String forcedName, String param) {
-        String format = parser == null ? null : parser.name();
-        if (!"hermes".equals(format) && !"llama3_json".equals(format)) {
-            throw ApiException.unsupported(param, "Forcing a tool call needs a JSON tool-call format (hermes or llama3_json); this server's is "
-                    + (format == null ? "not configured" : "'" + format + "'") + ".");
+        ToolCallParser forced = dev.ortserve.service.parse.Parsers.forcedCalls(parser);
+        String format = forced == null ? null : forced.name();
+        if (format == null) {
+            throw ApiException.unsupported(param, "Forcing a tool call needs a tool-call parser for this model.");
         }
         Map<String, Map<String, Object>> chosen = new LinkedHashMap<>();
         if (forcedName != null) {

@@ -36,6 +36,10 @@ class ParserFixturesTest {
         return out;
     }
 
+    static Map<String, Map<String, Object>> toolsOf(String... signatures) {
+        return tools(JSON.valueToTree(List.of(signatures)));
+    }
+
     @Test
     void toolCallFixtures() throws Exception {
         JsonNode root = JSON.readTree(DIR.resolve("tool-calls.json").toFile());
@@ -52,7 +56,7 @@ class ParserFixturesTest {
             }
             n++;
         }
-        assertEquals(12, n);
+        assertEquals(24, n);
     }
 
     @Test
