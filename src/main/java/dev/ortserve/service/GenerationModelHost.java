@@ -46,6 +46,16 @@ public class GenerationModelHost {
     @Inject
     ServingMetrics metrics;
 
+    @Inject
+    ModelSources modelSources;
+
+    private String source;
+
+    /** Where the served model came from: its directory, or owner/name@commit for a Hub model. */
+    public String source() {
+        return source;
+    }
+
     private volatile GenerationEngine engine;
     private ChatPromptRenderer chatPrompts;
     private dev.ortserve.service.parse.ToolCallParser toolCallParser;
@@ -71,8 +81,10 @@ public class GenerationModelHost {
         Path dir;
         String defaultName;
         if (config.modelPath().isPresent()) {
-            dir = config.modelPath().get();
-            defaultName = dir.toAbsolutePath().normalize().getFileName().toString();
+            ModelSources.Located located = modelSources.locate(config.modelPath().get().toString(), config.modelRevision(), config.modelFile());
+            dir = located.directory();
+            defaultName = located.defaultId();
+            source = located.source();
         } else {
             try {
                 dir = ModelGenerator.ensure(ModelSize.DEMO, config.modelCacheDir());
@@ -80,13 +92,14 @@ public class GenerationModelHost {
                 throw new UncheckedIOException("Cannot build the demo model in " + config.modelCacheDir(), e);
             }
             defaultName = DEMO_MODEL_ID;
+            source = dir.toString();
         }
         modelId = config.modelName().orElse(defaultName);
         EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
                 config.engine().maxModelLen(), config.engine().batchWindow());
-        LoadedModel model = ModelLoader.load(dir, options);
+        LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {
             Path file = config.chatTemplate().get();
