@@ -3,6 +3,7 @@ package dev.ortserve.api.http;
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.error.ErrorEnvelope;
 import dev.ortserve.config.OrtserveConfig;
+import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpHeaders;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
@@ -85,8 +86,41 @@ public class HttpEdgeRoutes {
                 reply(ctx, bodyTooLarge());
                 return;
             }
+        } else if (isApiPath(path) && hasBody(ctx.request().method())) {
+            readChunkedBody(ctx);
+            return;
         }
         ctx.next();
+    }
+
+    /**
+     * A body without Content-Length (chunked, or HTTP/2 without the header) declares no length: count its bytes as they come and answer 413 with the
+     * error envelope the moment it passes the limit (Quarkus REST would otherwise answer an empty
+     * 413 itself). A body within the limit is handed on as read, which Quarkus REST uses as is.
+     */
+    private void readChunkedBody(RoutingContext ctx) {
+        long limit = config.maxBodySize().asLongValue();
+        Buffer body = Buffer.buffer();
+        boolean[] refused = {false};
+        ctx.request().handler(chunk -> {
+            if (refused[0]) return; // the answer is out; the rest is discarded until the connection closes
+            if (body.length() + (long) chunk.length() > limit) {
+                refused[0] = true;
+                reply(ctx, bodyTooLarge());
+                return;
+            }
+            body.appendBuffer(chunk);
+        });
+        ctx.request().endHandler(done -> {
+            if (refused[0]) return;
+            ctx.setBody(body);
+            ctx.next();
+        });
+    }
+
+    private static boolean hasBody(io.vertx.core.http.HttpMethod method) {
+        return method == io.vertx.core.http.HttpMethod.POST || method == io.vertx.core.http.HttpMethod.PUT
+                || method == io.vertx.core.http.HttpMethod.PATCH;
     }
 
     public ApiException bodyTooLarge() {
