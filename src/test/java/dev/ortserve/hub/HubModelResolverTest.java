@@ -167,6 +167,15 @@ class HubModelResolverTest {
     }
 
     @Test
+    void aFileLargerThanTheFreeSpaceStopsBeforeDownloading() {
+        hub.advertiseSize(MODEL, 1L << 60);
+        HubException e = assertThrows(HubException.class, () -> resolve(settings(), REPO));
+        assertEquals(HubException.Kind.DISK_FULL, e.kind());
+        assertTrue(e.getMessage().startsWith("Not enough disk space in " + cache + " for " + MODEL + ": it needs 1073741824.00 GiB"), e.getMessage());
+        assertEquals(0, hub.downloads(MODEL));
+    }
+
+    @Test
     void privateRepositoryNeedsTheRightToken() throws Exception {
         hub.publish("acme/private-onnx", COMMIT, files, "hf_right");
         HubException none = assertThrows(HubException.class, () -> resolve(settings(), "acme/private-onnx"));

@@ -52,6 +52,7 @@ public final class HubStandIn implements AutoCloseable {
     private final Map<String, Long> cutAfter = new ConcurrentHashMap<>();
     private final Set<String> corrupt = ConcurrentHashMap.newKeySet();
     private final AtomicInteger failures5xx = new AtomicInteger();
+    private final Map<String, Long> advertisedSize = new ConcurrentHashMap<>();
     private volatile String holdFile;
     private volatile int holdUntilHeads;
 
@@ -90,6 +91,12 @@ public final class HubStandIn implements AutoCloseable {
 
     public HubStandIn corrupt(String file) {
         corrupt.add(file);
+        return this;
+    }
+
+    /** HEAD announces this size (X-Linked-Size) for {@code file}: a file larger than the disk. */
+    public HubStandIn advertiseSize(String file, long size) {
+        advertisedSize.put(file, size);
         return this;
     }
 
@@ -237,7 +244,7 @@ public final class HubStandIn implements AutoCloseable {
         h.set("ETag", "\"" + (lfs ? sha256(bytes) : gitBlobId(bytes)) + "\"");
         if (lfs) {
             h.set("X-Linked-Etag", "\"" + sha256(bytes) + "\"");
-            h.set("X-Linked-Size", Long.toString(bytes.length));
+            h.set("X-Linked-Size", Long.toString(advertisedSize.getOrDefault(file, (long) bytes.length)));
         }
         h.set("Accept-Ranges", "bytes");
         if (ex.getRequestMethod().equals("HEAD")) {
