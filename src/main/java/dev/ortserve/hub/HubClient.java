@@ -59,7 +59,16 @@ public final class HubClient {
 
     public RevisionInfo revision(HubRepoId id) {
         URI uri = URI.create(settings.endpoint() + "/api/models/" + id.repo() + "/revision/" + encode(id.revision()) + "?blobs=true");
-        HttpResponse<byte[]> response = withRetries("revision " + id, () -> send(request(uri).GET().build(), HttpResponse.BodyHandlers.ofByteArray()));
+        HttpResponse<byte[]> response = withRetries("revision " + id, () -> {
+            URI current = uri;
+            for (int hop = 0; ; hop++) {
+                HttpResponse<byte[]> r = send(request(current).GET().build(), HttpResponse.BodyHandlers.ofByteArray());
+                Optional<String> location = r.headers().firstValue("Location");
+                // a renamed or moved repository answers with a relative redirect to its new name
+                if (r.statusCode() / 100 != 3 || location.isEmpty() || URI.create(location.get()).isAbsolute() || hop >= 5) return r;
+                current = current.resolve(location.get());
+            }
+        });
         check(response, id, null);
         try {
             JsonNode body = JSON.readTree(response.body());

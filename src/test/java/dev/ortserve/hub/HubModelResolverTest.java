@@ -199,6 +199,17 @@ class HubModelResolverTest {
     }
 
     @Test
+    void followsARenamedRepositoryAndKeepsTheTokenFromTheStorageHost() throws Exception {
+        hub.publish("acme/private-onnx", COMMIT, files, "hf_right").rename("acme/old-name", "acme/private-onnx").viaCdn();
+        HubModelResolver.Resolved r = resolve(settings().withToken(Optional.of("hf_right")), "acme/old-name");
+        assertArrayEquals(files.get(MODEL), Files.readAllBytes(r.directory().resolve(MODEL)));
+        // cached under the name asked for, as huggingface_hub does
+        assertEquals(cache.resolve("models--acme--old-name/snapshots/" + COMMIT), r.directory());
+        assertFalse(hub.cdnAuthorizations().isEmpty(), "the LFS files came from the storage host");
+        assertTrue(hub.cdnAuthorizations().stream().allMatch("null"::equals), "no token sent to another host: " + hub.cdnAuthorizations());
+    }
+
+    @Test
     void notFoundNamesTheRepositoryRevisionOrVariant() {
         HubException repo = assertThrows(HubException.class, () -> resolve(settings().withToken(Optional.of("hf_any")), "acme/missing"));
         assertEquals(HubException.Kind.NOT_FOUND, repo.kind());

@@ -53,6 +53,9 @@ public final class HubStandIn implements AutoCloseable {
     private final Set<String> corrupt = ConcurrentHashMap.newKeySet();
     private final AtomicInteger failures5xx = new AtomicInteger();
     private final Map<String, Long> advertisedSize = new ConcurrentHashMap<>();
+    private final Map<String, String> renamed = new ConcurrentHashMap<>();
+    private final List<String> cdnAuthorizations = new CopyOnWriteArrayList<>();
+    private volatile boolean cdn;
     private volatile String holdFile;
     private volatile int holdUntilHeads;
 
@@ -92,6 +95,26 @@ public final class HubStandIn implements AutoCloseable {
     public HubStandIn corrupt(String file) {
         corrupt.add(file);
         return this;
+    }
+
+    /** Requests for {@code oldName} get relative redirects to {@code newName}, as the Hub answers for a renamed repository. */
+    public HubStandIn rename(String oldName, String newName) {
+        renamed.put(oldName, newName);
+        return this;
+    }
+
+    /**
+     * LFS-sized files are served as the Hub serves them: the resolve URL answers 302 to a storage host
+     * (here "localhost" instead of "127.0.0.1", another host to the client), which needs no token.
+     */
+    public HubStandIn viaCdn() {
+        cdn = true;
+        return this;
+    }
+
+    /** The Authorization headers the storage host received (a client must not send its Hub token there). */
+    public List<String> cdnAuthorizations() {
+        return List.copyOf(cdnAuthorizations);
     }
 
     /** HEAD announces this size (X-Linked-Size) for {@code file}: a file larger than the disk. */
@@ -139,10 +162,26 @@ public final class HubStandIn implements AutoCloseable {
                 send(ex, 503, "{\"error\":\"overloaded\"}", Map.of());
                 return;
             }
+            for (Map.Entry<String, String> r : renamed.entrySet()) {
+                String from = "/" + r.getKey() + "/";
+                int at = path.indexOf(from);
+                if (at == 0 || (at > 0 && path.startsWith("/api/models/"))) {
+                    String target = path.substring(0, at) + "/" + r.getValue() + "/" + path.substring(at + from.length());
+                    String query = ex.getRequestURI().getRawQuery();
+                    ex.getResponseHeaders().set("Location", target + (query == null ? "" : "?" + query));
+                    send(ex, 307, "{}", Map.of());
+                    return;
+                }
+            }
+            if (path.startsWith("/cdn/")) {
+                cdnAuthorizations.add(String.valueOf(ex.getRequestHeaders().getFirst("Authorization")));
+                resolve(ex, path.substring("/cdn/".length()), true);
+                return;
+            }
             if (path.startsWith("/api/models/")) {
                 api(ex, path.substring("/api/models/".length()));
             } else if (path.contains("/resolve/")) {
-                resolve(ex, path.substring(1));
+                resolve(ex, path.substring(1), false);
             } else {
                 send(ex, 404, "{\"error\":\"Not Found\"}", Map.of());
             }
@@ -218,14 +257,14 @@ public final class HubStandIn implements AutoCloseable {
         }
     }
 
-    private void resolve(HttpExchange ex, String rest) throws IOException, InterruptedException {
+    private void resolve(HttpExchange ex, String rest, boolean fromCdn) throws IOException, InterruptedException {
         // {owner}/{name}/resolve/{rev}/{file...}
         String[] parts = rest.split("/", 5);
         if (parts.length < 5) {
             send(ex, 404, "{}", Map.of());
             return;
         }
-        Repo repo = authorised(ex, parts[0] + "/" + parts[1]);
+        Repo repo = fromCdn ? repos.get(parts[0] + "/" + parts[1]) : authorised(ex, parts[0] + "/" + parts[1]);
         if (repo == null) return;
         String rev = parts[3];
         String file = parts[4];
@@ -251,6 +290,11 @@ public final class HubStandIn implements AutoCloseable {
             heads.computeIfAbsent(file, k -> new AtomicInteger()).incrementAndGet();
             h.set("Content-Length", Integer.toString(bytes.length));
             ex.sendResponseHeaders(200, -1);
+            return;
+        }
+        if (cdn && lfs && !fromCdn) {
+            h.set("Location", "http://localhost:" + server.getAddress().getPort() + "/cdn/" + rest);
+            ex.sendResponseHeaders(302, -1);
             return;
         }
         int count = gets.computeIfAbsent(file, k -> new AtomicInteger()).incrementAndGet();
