@@ -8,7 +8,8 @@ import java.util.logging.LogRecord;
 
 /**
  * Drops the startup warnings that are known to be harmless and that nobody running ortserve can
- * act on, so that a default start shows only lines that matter. Each rule names one logger and
+ * act on, so that a default start shows only lines that matter; and shortens a startup failure
+ * caused by the model to the one line that says why. Each rule names one logger and
  * one message; everything else passes. (The @Valid-on-container warnings and DJL's maxLength
  * notice are fixed at their causes, in the generator templates and the tokenizer options.)
  */
@@ -32,6 +33,19 @@ public final class KnownNoiseFilter implements Filter {
         if (logger.equals("org.hibernate.validator.internal.metadata.aggregated.CascadingMetaDataBuilder")
                 && message.startsWith("HV000272") && message.endsWith("Affected element: value")) {
             return false;
+        }
+        // A model that cannot be served (a missing file, a Hub error with its cause) stops startup: one line saying why,
+        // instead of Quarkus's stack trace through its bootstrap. Every other startup failure keeps its stack trace.
+        if (logger.equals("io.quarkus.runtime.Application") && message.startsWith("Failed to start application")
+                && record instanceof ExtLogRecord ext) {
+            for (Throwable t = record.getThrown(); t != null; t = t.getCause()) {
+                if (t.getClass().getName().equals("dev.ortserve.engine.ModelLoadException")) {
+                    ext.setMessage("ortserve cannot start: " + t.getMessage(), ExtLogRecord.FormatStyle.NO_FORMAT);
+                    ext.setParameters(null);
+                    ext.setThrown(null);
+                    break;
+                }
+            }
         }
         return true;
     }
