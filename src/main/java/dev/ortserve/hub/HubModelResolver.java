@@ -31,6 +31,7 @@ public final class HubModelResolver {
 
     private static final Logger LOG = Logger.getLogger(HubModelResolver.class);
     private static final Pattern SHA256 = Pattern.compile("[0-9a-f]{64}");
+    private static final java.time.Duration QUICK = java.time.Duration.ofSeconds(10);
 
     /** Picks, from a revision's file names (relative to the subfolder), the ones to fetch; throws when the model is not there. */
     public interface FileSelection {
@@ -63,16 +64,21 @@ public final class HubModelResolver {
             return fromCache(id, cache, selection, "HF_HUB_OFFLINE is set");
         }
         HubClient.RevisionInfo info;
+        // with the revision's snapshot cached, a Hub that does not answer quickly is not waited for long (as huggingface_hub's
+        // 10 s metadata timeout): the cache serves
+        Optional<String> cachedCommit = cache.commitFor(id.revision()).filter(c -> Files.isDirectory(cache.snapshot(c)));
+        HubClient revisions = cachedCommit.isEmpty() ? client
+                : new HubClient(settings.withRetries(Math.min(2, settings.attempts()), settings.backoff())
+                        .withTimeout(settings.timeout().compareTo(QUICK) < 0 ? settings.timeout() : QUICK));
         try {
-            info = client.revision(id);
+            info = revisions.revision(id);
         } catch (HubException e) {
             if (e.kind() != HubException.Kind.UNREACHABLE) throw e;
-            Optional<String> cached = cache.commitFor(id.revision());
-            if (cached.isEmpty() || !Files.isDirectory(cache.snapshot(cached.get()))) {
+            if (cachedCommit.isEmpty()) {
                 throw new HubException(HubException.Kind.UNREACHABLE, e.getMessage() + "; and the cache " + settings.cacheDir()
                         + " has no snapshot of " + id + " to start from", e);
             }
-            LOG.warnf("The Hub cannot be reached (%s): serving %s from the cached snapshot %s", e.getMessage(), id, cached.get());
+            LOG.warnf("The Hub cannot be reached (%s): serving %s from the cached snapshot %s", e.getMessage(), id, cachedCommit.get());
             return fromCache(id, cache, selection, "the Hub cannot be reached");
         }
         String prefix = id.subfolder().isEmpty() ? "" : id.subfolder() + "/";

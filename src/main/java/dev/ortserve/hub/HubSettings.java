@@ -47,6 +47,10 @@ public record HubSettings(URI endpoint, Path cacheDir, Optional<String> token, b
         return new HubSettings(endpoint, cacheDir, token, offline, timeout, progressInterval, attempts, backoff);
     }
 
+    public HubSettings withTimeout(Duration t) {
+        return new HubSettings(endpoint, cacheDir, token, offline, t, progressInterval, attempts, backoff);
+    }
+
     public HubSettings withToken(Optional<String> t) {
         return new HubSettings(endpoint, cacheDir, t, offline, timeout, progressInterval, attempts, backoff);
     }

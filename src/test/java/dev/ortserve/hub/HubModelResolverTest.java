@@ -125,11 +125,14 @@ class HubModelResolverTest {
         try (ServerSocket s = new ServerSocket(0)) {
             closedPort = s.getLocalPort();
         }
+        // five tries with a 2 s backoff would take 30 s: with the snapshot cached, two tries are enough
         HubSettings unreachable = new HubSettings(URI.create("http://127.0.0.1:" + closedPort), cache, Optional.empty(), false,
-                Duration.ofSeconds(2), Duration.ofSeconds(5), 2, Duration.ofMillis(10));
+                Duration.ofSeconds(2), Duration.ofSeconds(5), 5, Duration.ofSeconds(2));
+        long start = System.nanoTime();
         HubModelResolver.Resolved down = resolve(unreachable, REPO);
         assertEquals(first.directory(), down.directory());
         assertTrue(down.fromCache());
+        assertTrue(System.nanoTime() - start < Duration.ofSeconds(10).toNanos(), "fell back to the cache after one backoff");
 
         HubException miss = assertThrows(HubException.class, () -> resolve(settings().withOffline(true), "acme/never-downloaded"));
         assertEquals(HubException.Kind.OFFLINE_MISS, miss.kind());
