@@ -59,10 +59,6 @@ public record HubSettings(URI endpoint, Path cacheDir, Optional<String> token, b
         return new HubSettings(endpoint, cacheDir, token, off, timeout, progressInterval, attempts, backoff);
     }
 
-    public HubSettings withProgressInterval(Duration interval) {
-        return new HubSettings(endpoint, cacheDir, token, offline, timeout, interval, attempts, backoff);
-    }
-
     private static Optional<String> readToken(Path file) {
         try {
             return Files.isRegularFile(file) ? Optional.of(Files.readString(file).strip()).filter(t -> !t.isEmpty()) : Optional.empty();

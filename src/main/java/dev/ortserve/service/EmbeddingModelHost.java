@@ -10,8 +10,8 @@ import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import jakarta.inject.Inject;
 
-import java.util.Optional;
 import java.time.Instant;
+import java.util.Optional;
 
 /** Loads the embedding model at startup (configured directory, or the bundled all-MiniLM-L6-v2). */
 @ApplicationScoped
