@@ -19,8 +19,17 @@ import java.util.OptionalInt;
 @ConfigMapping(prefix = "ortserve")
 public interface OrtserveConfig {
 
-    /** Directory of the decoder model to serve; unset = the generated demo model. */
+    /**
+     * The decoder model to serve: a local directory, or a Hugging Face Hub id (owner/name,
+     * owner/name@revision, owner/name@revision:subfolder) fetched into the Hub cache; unset = the generated demo model.
+     */
     Optional<Path> modelPath();
+
+    /** Revision (branch, tag or commit) of a Hub model-path that names none; default main. */
+    Optional<String> modelRevision();
+
+    /** The ONNX variant to serve (model.onnx, onnx/model_fp16.onnx, model_q4.onnx ...); unset = the full-precision one. */
+    Optional<String> modelFile();
 
     /** Model id reported by /v1/models and required in requests; default: the model directory's name. */
     Optional<String> modelName();
@@ -50,8 +59,11 @@ public interface OrtserveConfig {
     @WithDefault("${user.home}/.cache/ortserve/models")
     Path modelCacheDir();
 
-    /** Directory of a sentence-transformers ONNX export; unset = the bundled all-MiniLM-L6-v2 (fp32). */
+    /** A sentence-transformers ONNX export: a directory or a Hub id (as model-path); unset = the bundled all-MiniLM-L6-v2 (fp32). */
     Optional<Path> embeddingModelPath();
+
+    /** The ONNX variant of the embedding model; unset = the full-precision one. */
+    Optional<String> embeddingModelFile();
 
     /** Model id of the embedding model; default: the directory's name, or all-minilm-l6-v2 for the bundled one. */
     Optional<String> embeddingModelName();

@@ -9,6 +9,7 @@ import ai.onnxruntime.OrtSession;
 import ai.onnxruntime.TensorInfo;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.engine.ModelFiles;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.TextTokenizer;
 import org.jboss.logging.Logger;
@@ -103,6 +104,11 @@ public final class EmbeddingModel implements AutoCloseable {
 
     /** A sentence-transformers ONNX export directory. */
     public static EmbeddingModel load(Path dir, String id, String provider, int cudaDevice, int threads) {
+        return load(dir, id, provider, cudaDevice, threads, java.util.Optional.empty());
+    }
+
+    /** @param onnxFile the ONNX variant to load; empty: the full-precision one (see {@link ModelFiles}) */
+    public static EmbeddingModel load(Path dir, String id, String provider, int cudaDevice, int threads, java.util.Optional<String> onnxFile) {
         if (!Files.isDirectory(dir)) {
             throw new ModelLoadException("Embedding model directory " + dir + " does not exist");
         }
@@ -110,11 +116,7 @@ public final class EmbeddingModel implements AutoCloseable {
         if (!Files.isRegularFile(tokenizerFile)) {
             throw new ModelLoadException("Embedding model directory " + dir + " has no tokenizer.json");
         }
-        Path modelFile = Files.isRegularFile(dir.resolve("model.onnx")) ? dir.resolve("model.onnx")
-                : Files.isRegularFile(dir.resolve("onnx/model.onnx")) ? dir.resolve("onnx/model.onnx") : null;
-        if (modelFile == null) {
-            throw new ModelLoadException("Embedding model directory " + dir + " has no model.onnx (or onnx/model.onnx)");
-        }
+        Path modelFile = dir.resolve(ModelFiles.chooseOnnx(ModelFiles.list(dir), onnxFile, "Embedding model directory " + dir));
         PoolingMode pooling = PoolingMode.MEAN;
         boolean normalize = false;
         Path modules = dir.resolve("modules.json");

@@ -29,14 +29,16 @@ public final class ModelLoader {
 
     private static final Logger LOG = Logger.getLogger(ModelLoader.class);
     private static final ObjectMapper JSON = new ObjectMapper();
-    static final List<String> OPTIMUM_MODEL_FILES = List.of("model.onnx", "onnx/model.onnx", "decoder_model_merged.onnx",
-            "onnx/decoder_model_merged.onnx", "onnx/model_fp16.onnx", "onnx/model_quantized.onnx", "onnx/model_q4.onnx",
-            "onnx/model_int8.onnx", "onnx/model_uint8.onnx", "onnx/model_q4f16.onnx", "onnx/model_bnb4.onnx");
 
     private ModelLoader() {
     }
 
     public static LoadedModel load(Path dir, EngineOptions options) {
+        return load(dir, options, java.util.Optional.empty());
+    }
+
+    /** @param modelFile the ONNX variant to load (ORTSERVE_MODEL_FILE); empty: the full-precision one, see {@link ModelFiles} */
+    public static LoadedModel load(Path dir, EngineOptions options, java.util.Optional<String> modelFile) {
         long start = System.nanoTime();
         if (!Files.isDirectory(dir)) {
             throw new ModelLoadException("Model directory " + dir + " does not exist or is not a directory");
@@ -46,9 +48,10 @@ public final class ModelLoader {
             throw new ModelLoadException("Model directory " + dir + " has no tokenizer.json (the Hugging Face tokenizer is required)");
         }
         boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
-        Path modelFile = genai ? genaiModelFile(dir) : optimumModelFile(dir);
+        Path onnxFile = genai && modelFile.isEmpty() ? genaiModelFile(dir)
+                : dir.resolve(ModelFiles.chooseOnnx(ModelFiles.list(dir), modelFile, "Model directory " + dir));
         OrtEnvironment env = OrtEnvironment.getEnvironment();
-        Rewritten rewritten = rewritten(env, dir, genai, modelFile, options);
+        Rewritten rewritten = rewritten(env, dir, genai, onnxFile, options);
         OrtSession session = rewritten.session;
         try {
             DecoderSpec spec = genai ? genaiSpec(dir, session, options) : optimumSpec(dir, session, options);
@@ -60,10 +63,10 @@ public final class ModelLoader {
             }
             String template = chatTemplate(dir);
             LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, rewrites %s, in %d ms",
-                    spec.layout(), dir, dir.relativize(modelFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
+                    spec.layout(), dir, dir.relativize(onnxFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
                     spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(),
                     rewritten.applied.isEmpty() ? "none" : String.join(", ", rewritten.applied), (System.nanoTime() - start) / 1_000_000);
-            return new LoadedModel(dir, modelFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir),
+            return new LoadedModel(dir, onnxFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir),
                     rewritten.applied);
         } catch (RuntimeException e) {
             try {
@@ -145,14 +148,6 @@ public final class ModelLoader {
         } catch (OrtException e) {
             throw new ModelLoadException("ONNX Runtime cannot load " + modelFile + ": " + e.getMessage(), e);
         }
-    }
-
-    private static Path optimumModelFile(Path dir) {
-        for (String candidate : OPTIMUM_MODEL_FILES) {
-            Path p = dir.resolve(candidate);
-            if (Files.isRegularFile(p)) return p;
-        }
-        throw new ModelLoadException("Model directory " + dir + " has no ONNX model file (looked for " + String.join(", ", OPTIMUM_MODEL_FILES) + ")");
     }
 
     private static Path genaiModelFile(Path dir) {

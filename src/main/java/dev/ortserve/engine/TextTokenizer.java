@@ -56,9 +56,10 @@ public final class TextTokenizer implements AutoCloseable {
             maxId = Math.max(maxId, vocab.size() - 1); // Unigram: [[piece, score], ...]
         }
         useBundledNativeLibrary();
-        // The chat template decides about BOS; never add special tokens implicitly.
+        // The chat template decides about BOS; never add special tokens implicitly. No truncation: the engine
+        // checks prompt lengths against the context itself (and DJL warns about an unset maxLength otherwise).
         HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson,
-                Map.of("addSpecialTokens", "false", "modelMaxLength", String.valueOf(Integer.MAX_VALUE)));
+                Map.of("addSpecialTokens", "false", "truncation", "false", "modelMaxLength", String.valueOf(Integer.MAX_VALUE)));
         return new TextTokenizer(tokenizer, special, added, maxId + 1);
     }
 

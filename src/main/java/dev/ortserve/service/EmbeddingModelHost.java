@@ -10,8 +10,8 @@ import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import jakarta.inject.Inject;
 
-import java.nio.file.Path;
 import java.time.Instant;
+import java.util.Optional;
 
 /** Loads the embedding model at startup (configured directory, or the bundled all-MiniLM-L6-v2). */
 @ApplicationScoped
@@ -19,6 +19,9 @@ public class EmbeddingModelHost {
 
     @Inject
     OrtserveConfig config;
+
+    @Inject
+    ModelSources modelSources;
 
     private volatile EmbeddingEngine engine;
     private String modelId;
@@ -29,9 +32,10 @@ public class EmbeddingModelHost {
         String provider = config.executionProvider().name();
         EmbeddingModel model;
         if (config.embeddingModelPath().isPresent()) {
-            Path dir = config.embeddingModelPath().get();
-            model = EmbeddingModel.load(dir, config.embeddingModelName().orElse(dir.toAbsolutePath().normalize().getFileName().toString()),
-                    provider, config.cudaDeviceId(), threads);
+            ModelSources.Located located = modelSources.locate(config.embeddingModelPath().get().toString(), Optional.empty(),
+                    config.embeddingModelFile());
+            model = EmbeddingModel.load(located.directory(), config.embeddingModelName().orElse(located.defaultId()),
+                    provider, config.cudaDeviceId(), threads, config.embeddingModelFile());
         } else {
             model = EmbeddingModel.loadBundled(provider, config.cudaDeviceId(), threads);
         }

@@ -53,6 +53,16 @@ public class GenerationModelHost {
     @Inject
     jakarta.enterprise.inject.Instance<dev.ortserve.engine.DecoderRunner.Decorator> runnerDecorators;
 
+    @Inject
+    ModelSources modelSources;
+
+    private String source;
+
+    /** Where the served model came from: its directory, or owner/name@commit for a Hub model. */
+    public String source() {
+        return source;
+    }
+
     private volatile GenerationEngine engine;
     private ChatPromptRenderer chatPrompts;
     private dev.ortserve.service.parse.ToolCallParser toolCallParser;
@@ -87,8 +97,10 @@ public class GenerationModelHost {
         Path dir;
         String defaultName;
         if (config.modelPath().isPresent()) {
-            dir = config.modelPath().get();
-            defaultName = dir.toAbsolutePath().normalize().getFileName().toString();
+            ModelSources.Located located = modelSources.locate(config.modelPath().get().toString(), config.modelRevision(), config.modelFile());
+            dir = located.directory();
+            defaultName = located.defaultId();
+            source = located.source();
         } else {
             try {
                 dir = ModelGenerator.ensure(ModelSize.DEMO, config.modelCacheDir());
@@ -96,6 +108,7 @@ public class GenerationModelHost {
                 throw new UncheckedIOException("Cannot build the demo model in " + config.modelCacheDir(), e);
             }
             defaultName = DEMO_MODEL_ID;
+            source = dir.toString();
         }
         modelId = config.modelName().orElse(defaultName);
         WeightPrecision precision;
@@ -110,7 +123,7 @@ public class GenerationModelHost {
                 config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision), config.modelCacheDir().resolve("rewritten"));
-        LoadedModel model = ModelLoader.load(dir, options);
+        LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {
             Path file = config.chatTemplate().get();

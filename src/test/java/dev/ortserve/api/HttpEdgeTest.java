@@ -6,6 +6,8 @@ import io.restassured.response.ValidatableResponse;
 import org.junit.jupiter.api.Test;
 
 import static io.restassured.RestAssured.given;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.hamcrest.Matchers.containsString;
 import static org.hamcrest.Matchers.equalTo;
 import static org.hamcrest.Matchers.matchesPattern;
@@ -64,6 +66,31 @@ class HttpEdgeTest extends ApiTest {
         String big = "x".repeat(9 * 1024 * 1024);
         envelope(json().body("{\"model\":\"tiny\",\"prompt\":\"" + big + "\"}").post("/v1/completions").then(), 413)
                 .body("error.code", equalTo("request_too_large"));
+    }
+
+    @Test
+    void oversizedChunkedBodyIs413WithTheEnvelope() throws Exception {
+        // no Content-Length: the body arrives chunked and is counted as it comes
+        byte[] big = ("{\"model\":\"tiny\",\"prompt\":\"" + "x".repeat(9 * 1024 * 1024) + "\"}").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        java.net.http.HttpResponse<String> r = chunked(big);
+        assertEquals(413, r.statusCode());
+        assertTrue(r.headers().firstValue("content-type").orElse("").contains("application/json"), r.headers().toString());
+        assertEquals("request_too_large", new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body()).path("error").path("code").asText(), r.body());
+    }
+
+    @Test
+    void chunkedBodyWithinTheLimitIsServed() throws Exception {
+        java.net.http.HttpResponse<String> r = chunked("{\"model\":\"tiny\",\"prompt\":\"Hello\",\"max_tokens\":2}".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        assertEquals(200, r.statusCode(), r.body());
+        assertEquals(2, new com.fasterxml.jackson.databind.ObjectMapper().readTree(r.body()).path("usage").path("completion_tokens").asInt(), r.body());
+    }
+
+    private static java.net.http.HttpResponse<String> chunked(byte[] body) throws Exception {
+        java.net.http.HttpRequest request = java.net.http.HttpRequest.newBuilder(java.net.URI.create(io.restassured.RestAssured.baseURI + ":"
+                        + io.restassured.RestAssured.port + "/v1/completions"))
+                .header("Content-Type", "application/json")
+                .POST(java.net.http.HttpRequest.BodyPublishers.ofInputStream(() -> new java.io.ByteArrayInputStream(body))).build();
+        return java.net.http.HttpClient.newBuilder().version(java.net.http.HttpClient.Version.HTTP_1_1).build().send(request, java.net.http.HttpResponse.BodyHandlers.ofString());
     }
 
     @Test

@@ -116,7 +116,7 @@ class KubernetesManifestsTest {
     /** The environment variable names docs/configuration.md documents. */
     static Set<String> documentedEnv() throws IOException {
         Set<String> out = new HashSet<>();
-        Matcher m = Pattern.compile("`((?:ORTSERVE|QUARKUS)_[A-Z0-9_]+)`").matcher(Files.readString(Path.of("docs/configuration.md")));
+        Matcher m = Pattern.compile("`((?:ORTSERVE|QUARKUS|HF)_[A-Z0-9_]+)`").matcher(Files.readString(Path.of("docs/configuration.md")));
         while (m.find()) out.add(m.group(1));
         return out;
     }
@@ -159,6 +159,23 @@ class KubernetesManifestsTest {
         Set<String> used = new HashSet<>(config.getData().keySet());
         for (EnvVar e : c.getEnv()) used.add(e.getName());
         for (String name : used) assertTrue(documented.contains(name), name + " is not documented in docs/configuration.md");
+
+        // a Hub model, cached on the models volume that every replica shares and may write; the token from a Secret
+        String model = config.getData().get("ORTSERVE_MODEL_PATH");
+        assertTrue(dev.ortserve.hub.HubRepoId.parse(model).isPresent(), model + " is a Hub id");
+        String hfHome = config.getData().get("HF_HOME");
+        var modelsMount = c.getVolumeMounts().stream().filter(v -> hfHome.startsWith(v.getMountPath() + "/")).findFirst()
+                .orElseThrow(() -> new AssertionError("HF_HOME " + hfHome + " is on no volume"));
+        assertFalse(Boolean.TRUE.equals(modelsMount.getReadOnly()), "the Hub cache is writable");
+        var modelsVolume = deployment.getSpec().getTemplate().getSpec().getVolumes().stream()
+                .filter(v -> v.getName().equals(modelsMount.getName())).findFirst().orElseThrow();
+        PersistentVolumeClaim pvc = find(objects, PersistentVolumeClaim.class, modelsVolume.getPersistentVolumeClaim().getClaimName());
+        assertEquals(List.of("ReadWriteMany"), pvc.getSpec().getAccessModes(), "replicas share one cache");
+        EnvVar token = c.getEnv().stream().filter(e -> e.getName().equals("HF_TOKEN")).findFirst().orElseThrow();
+        assertNotNull(token.getValueFrom().getSecretKeyRef(), "HF_TOKEN comes from a Secret");
+        assertFalse(config.getData().containsKey("HF_TOKEN"), "no token in the ConfigMap");
+        assertTrue(c.getStartupProbe().getPeriodSeconds() * c.getStartupProbe().getFailureThreshold() >= 1800,
+                "the startup probe allows a first download");
 
         // the grace period outlasts the drain
         Duration drain = Duration.parse("PT" + config.getData().getOrDefault("ORTSERVE_DRAIN_TIMEOUT", "30s").toUpperCase());

@@ -3,6 +3,7 @@ package dev.ortserve.api.http;
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.error.ErrorEnvelope;
 import dev.ortserve.config.OrtserveConfig;
+import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpHeaders;
 import io.vertx.ext.web.Router;
 import io.vertx.ext.web.RoutingContext;
@@ -85,8 +86,41 @@ public class HttpEdgeRoutes {
                 reply(ctx, bodyTooLarge());
                 return;
             }
+        } else if (isApiPath(path) && ctx.request().version() != io.vertx.core.http.HttpVersion.HTTP_2
+                && ctx.request().headers().contains(HttpHeaders.TRANSFER_ENCODING)) {
+            readChunkedBody(ctx);
+            return;
         }
         ctx.next();
+    }
+
+    /**
+     * A chunked HTTP/1.1 body declares no length: count its bytes as they come and answer 413 with the
+     * error envelope the moment it passes the limit (Quarkus REST would otherwise answer an empty
+     * 413 itself). A body within the limit is handed on as read, which Quarkus REST uses as is.
+     * (Not for HTTP/2, whose requests Quarkus REST cannot take once they have been read to the end;
+     * an HTTP/2 body over the limit without content-length still gets Quarkus's empty 413.)
+     */
+    private void readChunkedBody(RoutingContext ctx) {
+        long limit = config.maxBodySize().asLongValue();
+        Buffer body = Buffer.buffer();
+        boolean[] refused = {false};
+        ctx.request().handler(chunk -> {
+            if (refused[0]) return; // the answer is out; the rest is discarded until the connection closes
+            if (body.length() + (long) chunk.length() > limit) {
+                refused[0] = true;
+                reply(ctx, bodyTooLarge());
+                return;
+            }
+            body.appendBuffer(chunk);
+        });
+        ctx.request().endHandler(done -> {
+            if (refused[0]) return;
+            ctx.setBody(body);
+            ctx.next();
+        });
+        // curl and others wait for "100 Continue" before sending a large body (Quarkus REST would send it when it starts reading)
+        if ("100-continue".equalsIgnoreCase(ctx.request().getHeader(HttpHeaders.EXPECT))) ctx.response().writeContinue();
     }
 
     public ApiException bodyTooLarge() {

@@ -21,8 +21,7 @@ import java.util.List;
 public abstract class TextOrList<T> {
 
     private final String text;
-    @Valid
-    private final List<T> items;
+    private final List<@Valid T> items;
 
     protected TextOrList(String text, List<T> items) {
         this.text = text;

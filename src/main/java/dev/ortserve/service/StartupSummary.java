@@ -1,0 +1,60 @@
+package dev.ortserve.service;
+
+import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.engine.LoadedModel;
+import io.quarkus.runtime.StartupEvent;
+import jakarta.annotation.Priority;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.enterprise.event.Observes;
+import jakarta.inject.Inject;
+import org.eclipse.microprofile.config.ConfigProvider;
+import org.jboss.logging.Logger;
+
+import java.util.Locale;
+
+/**
+ * One line at the end of startup that says what is served and how: the model and where it came
+ * from (a path, or a Hub id at its commit), its layout, KV dtype and weight precision, the parsers,
+ * the execution provider and threads, the embedding model, the conversation store and the address.
+ */
+@ApplicationScoped
+public class StartupSummary {
+
+    private static final Logger LOG = Logger.getLogger(StartupSummary.class);
+
+    @Inject
+    OrtserveConfig config;
+
+    @Inject
+    GenerationModelHost generation;
+
+    @Inject
+    EmbeddingModelHost embedding;
+
+    // after the model hosts (default observer priority 2500) have loaded their models
+    void log(@Observes @Priority(3000) StartupEvent event) {
+        LoadedModel model = generation.model();
+        String file = model.directory().relativize(model.modelFile()).toString().replace('\\', '/');
+        var quarkus = ConfigProvider.getConfig();
+        String host = quarkus.getOptionalValue("quarkus.http.host", String.class).orElse("0.0.0.0");
+        String port = quarkus.getOptionalValue("quarkus.http.port", String.class).orElse("8080");
+        LOG.infof("Serving '%s' from %s: %s layout, %s (%s weights, KV %s), tool calls %s, reasoning %s, %s with %d threads; "
+                        + "embeddings '%s'; store %s; listening on http://%s:%s",
+                generation.modelId(), generation.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
+                model.spec().layout() == dev.ortserve.engine.ModelLayout.GENAI ? "model-builder" : precision(file),
+                model.spec().kvType().name().toLowerCase(Locale.ROOT),
+                generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
+                generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
+                config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
+                embedding.modelId(), config.store(), host, port);
+    }
+
+    /** The weight precision an ONNX file's name announces (the export tools' naming); full precision when it announces none. */
+    static String precision(String file) {
+        String name = file.substring(file.lastIndexOf('/') + 1).replace(".onnx", "");
+        for (String suffix : new String[] {"q4f16", "fp16", "bnb4", "q4", "int8", "uint8", "quantized", "int4"}) {
+            if (name.endsWith("_" + suffix) || name.contains(suffix)) return suffix;
+        }
+        return "fp32";
+    }
+}

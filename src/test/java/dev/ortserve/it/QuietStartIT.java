@@ -1,0 +1,27 @@
+package dev.ortserve.it;
+
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** A default start of the packaged jar logs at most two WARN lines, and says what it serves in one summary line. */
+class QuietStartIT {
+
+    @Test
+    void aDefaultStartIsQuietAndSaysWhatItServes() throws Exception {
+        // defaults everywhere; only the demo model's cache goes to target/ instead of the home directory
+        Map<String, String> env = Map.of("ORTSERVE_MODEL_CACHE_DIR", Path.of("target", "it-quiet-start-models").toAbsolutePath().toString());
+        String log;
+        try (PackagedApp app = PackagedApp.start("quiet-start", env)) {
+            log = app.log();
+        }
+        List<String> warnings = log.lines().filter(l -> l.contains(" WARN ")).toList();
+        assertTrue(warnings.size() <= 2, "WARN lines of a default start:\n" + String.join("\n", warnings));
+        assertTrue(log.lines().anyMatch(l -> l.contains("Serving 'demo' from ") && l.contains("optimum layout, model.onnx (fp32 weights, KV float)")
+                && l.contains("embeddings 'all-minilm-l6-v2'; store memory; listening on http://")), log);
+    }
+}
