@@ -1,7 +1,7 @@
 package dev.ortserve;
 
-import dev.ortserve.engine.modelgen.ModelGenerator;
-import dev.ortserve.engine.modelgen.ModelSize;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
 import io.quarkus.test.common.QuarkusTestResourceLifecycleManager;
 
 import java.io.IOException;

@@ -3,8 +3,8 @@ package dev.ortserve.bench;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoader;
-import dev.ortserve.engine.modelgen.ModelGenerator;
-import dev.ortserve.engine.modelgen.ModelSize;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
 
 import java.nio.file.Path;
 import java.util.OptionalInt;

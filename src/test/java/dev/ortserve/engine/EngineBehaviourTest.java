@@ -1,7 +1,7 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.modelgen.ModelGenerator;
-import dev.ortserve.engine.modelgen.ModelSize;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.subscription.Cancellable;
 import org.junit.jupiter.api.AfterAll;

@@ -2,8 +2,8 @@ package dev.ortserve.engine;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.engine.modelgen.ModelGenerator;
-import dev.ortserve.engine.modelgen.ModelSize;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;

@@ -5,7 +5,7 @@ import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.union.PromptInput;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.TextTokenizer;
-import dev.ortserve.service.completion.CompletionCall;
+import dev.ortserve.service.generation.CompletionCall;
 
 import java.util.ArrayList;
 import java.util.List;

@@ -9,7 +9,7 @@ import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.engine.TokenLogprob;
-import dev.ortserve.service.completion.ChoiceEvent;
+import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.parse.ChatDeltaStream;
 import dev.ortserve.service.parse.ChatOutput;
 import dev.ortserve.service.parse.OutputParsers;

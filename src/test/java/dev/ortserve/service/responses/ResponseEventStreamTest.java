@@ -10,7 +10,7 @@ import dev.ortserve.contract.SseFrames;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
-import dev.ortserve.service.completion.ChoiceEvent;
+import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.parse.OutputParsers;
 import dev.ortserve.service.parse.Parsers;
 import dev.ortserve.store.ResponseIds;

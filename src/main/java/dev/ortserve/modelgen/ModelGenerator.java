@@ -1,4 +1,4 @@
-package dev.ortserve.engine.modelgen;
+package dev.ortserve.modelgen;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
@@ -22,7 +22,7 @@ import java.util.stream.Stream;
  * byte-level BPE `tokenizer.json`, config files and a ChatML chat template) for one of the
  * {@link ModelSize}s, with seeded random weights: the same size and seed give identical files.
  *
- * Usage: {@code java dev.ortserve.engine.modelgen.ModelGenerator <tiny|demo|bench> <dir> [seed]}
+ * Usage: {@code java dev.ortserve.modelgen.ModelGenerator <tiny|demo|bench> <dir> [seed]}
  */
 public final class ModelGenerator {
 

@@ -1,4 +1,4 @@
-package dev.ortserve.service.completion;
+package dev.ortserve.service.generation;
 
 import dev.ortserve.engine.SamplingParams;
 

@@ -1,4 +1,4 @@
-package dev.ortserve.engine.modelgen;
+package dev.ortserve.modelgen;
 
 import ai.djl.huggingface.tokenizers.Encoding;
 import ai.djl.huggingface.tokenizers.HuggingFaceTokenizer;

@@ -1,4 +1,4 @@
-package dev.ortserve.engine.modelgen;
+package dev.ortserve.modelgen;
 
 /**
  * The LLaMA-style decoders the project generates for itself (no model can be downloaded here).

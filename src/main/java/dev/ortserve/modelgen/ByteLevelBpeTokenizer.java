@@ -1,4 +1,4 @@
-package dev.ortserve.engine.modelgen;
+package dev.ortserve.modelgen;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;

@@ -1,4 +1,4 @@
-package dev.ortserve.engine.modelgen;
+package dev.ortserve.modelgen;
 
 import ai.onnx.proto.OnnxMl;
 import ai.onnx.proto.OnnxMl.AttributeProto;
