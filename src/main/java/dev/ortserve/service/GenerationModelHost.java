@@ -30,8 +30,9 @@ import java.time.Duration;
 import java.time.Instant;
 
 /**
- * Loads the decoder model at startup (the configured directory, or the generated demo model),
- * starts its engine, warms it up with one forward pass and exposes it to the services. A model
+ * The served model's lifecycle: at startup loads the decoder (a directory, a Hub id, or the
+ * generated demo model), chooses its parsers, starts and warms up its engine, registers its gauges,
+ * and publishes the result as one {@link ServedModel} value; closes the engine at shutdown. A model
  * that cannot be loaded stops the server at startup with the loader's message.
  */
 @ApplicationScoped
@@ -56,37 +57,10 @@ public class GenerationModelHost {
     @Inject
     ModelSources modelSources;
 
-    private String source;
-
-    /** Where the served model came from: its directory, or owner/name@commit for a Hub model. */
-    public String source() {
-        return source;
-    }
-
-    private volatile GenerationEngine engine;
-    private ChatPromptRenderer chatPrompts;
-    private dev.ortserve.service.parse.ToolCallParser toolCallParser;
-    private dev.ortserve.service.parse.ReasoningParser reasoningParser;
-
-    private dev.ortserve.service.parse.ParserSelection parsers;
-
-    /** The model's tool-call parser (configured or detected), or null when tool calling is off. */
-    public dev.ortserve.service.parse.ToolCallParser toolCallParser() {
-        return toolCallParser;
-    }
-
-    /** The model's reasoning parser (configured or detected), or null. */
-    public dev.ortserve.service.parse.ReasoningParser reasoningParser() {
-        return reasoningParser;
-    }
-
-    /** The parsers chosen at startup and where each choice came from. */
-    public dev.ortserve.service.parse.ParserSelection parsers() {
-        return parsers;
-    }
-    private volatile boolean ready;
+    /** Set once the model is loaded and warmed up. */
+    private volatile ServedModel served;
+    /** Known before loading (so /v1/models and errors can name it). */
     private String modelId;
-    private long createdAt;
 
     void start(@Observes StartupEvent event) {
         // configuration mistakes fail before the model is loaded, with the valid names listed
@@ -96,6 +70,7 @@ public class GenerationModelHost {
                 .ifPresent(dev.ortserve.service.parse.Parsers::reasoning);
         Path dir;
         String defaultName;
+        String source;
         if (config.modelPath().isPresent()) {
             ModelSources.Located located = modelSources.locate(config.modelPath().get().toString(), config.modelRevision(), config.modelFile());
             dir = located.directory();
@@ -134,6 +109,7 @@ public class GenerationModelHost {
                 throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_CHAT_TEMPLATE: cannot read " + file + ": " + e.getMessage(), e);
             }
         }
+        ChatPromptRenderer chatPrompts;
         try {
             chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC(),
                     new dev.ortserve.service.prompt.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
@@ -142,28 +118,24 @@ public class GenerationModelHost {
             model.close();
             throw e;
         }
-        parsers = dev.ortserve.service.parse.ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
+        var parsers = dev.ortserve.service.parse.ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
                 new dev.ortserve.service.parse.ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
-        toolCallParser = parsers.tools();
-        reasoningParser = parsers.reasoning();
-        if (toolCallParser != null) chatPrompts.callIds(toolCallParser::templateCallId);
+        if (parsers.tools() != null) chatPrompts.callIds(parsers.tools()::templateCallId);
         LOG.infof("Model parsers: %s", parsers.describe());
         ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options,
                 runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
         batching.listener(metrics.engineListener(modelId));
         metrics.prefixCache(modelId, batching::prefixCache);
-        engine = batching;
-        createdAt = Instant.now().getEpochSecond();
-        Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
+        Gauge.builder("ortserve_requests_running", batching, GenerationEngine::runningSequences)
                 .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);
-        Gauge.builder("ortserve_requests_waiting", engine, GenerationEngine::waitingSequences)
+        Gauge.builder("ortserve_requests_waiting", batching, GenerationEngine::waitingSequences)
                 .description("Sequences waiting in the admission queue").tag("model", modelId).register(registry);
-        warmUp(model);
-        ready = true;
+        warmUp(batching, model);
+        served = new ServedModel(modelId, source, model, batching, chatPrompts, parsers, Instant.now().getEpochSecond());
         LOG.infof("Serving model '%s' from %s", modelId, dir);
     }
 
-    private void warmUp(LoadedModel model) {
+    private static void warmUp(GenerationEngine engine, LoadedModel model) {
         int[] prompt = model.tokenizer().encode("warm up");
         if (prompt.length == 0) prompt = new int[] {0};
         engine.generate(new dev.ortserve.engine.GenerationRequest("warmup", prompt, SamplingParams.greedy(1)))
@@ -171,7 +143,9 @@ public class GenerationModelHost {
     }
 
     void stop(@Observes ShutdownEvent event) {
-        if (engine != null) {
+        ServedModel s = served;
+        if (s != null) {
+            GenerationEngine engine = s.engine();
             engine.close();
             // When the JVM itself is exiting, ONNX Runtime's own shutdown hook releases the native
             // environment concurrently: releasing the session as well could race it. The process is
@@ -192,28 +166,54 @@ public class GenerationModelHost {
     }
 
     public boolean ready() {
-        return ready;
+        return served != null;
     }
 
     public String modelId() {
         return modelId;
     }
 
-    public GenerationEngine engine() {
-        if (!ready) {
+    /** What is served; 503 model_not_ready while it loads. */
+    public ServedModel served() {
+        ServedModel s = served;
+        if (s == null) {
             throw ApiException.unavailable("The model is still loading.", "model_not_ready");
         }
-        return engine;
+        return s;
+    }
+
+    public GenerationEngine engine() {
+        return served().engine();
     }
 
     public LoadedModel model() {
-        return engine().model();
+        return served().model();
     }
 
     /** The model's chat template and tokenizer, as chat completions and /tokenize use them. */
     public ChatPromptRenderer chatPrompts() {
-        engine();
-        return chatPrompts;
+        return served().chatPrompts();
+    }
+
+    /** The model's tool-call parser (configured or detected), or null when tool calling is off. */
+    public dev.ortserve.service.parse.ToolCallParser toolCallParser() {
+        return served().toolCallParser();
+    }
+
+    /** The model's reasoning parser (configured or detected), or null. */
+    public dev.ortserve.service.parse.ReasoningParser reasoningParser() {
+        return served().reasoningParser();
+    }
+
+    /** The parsers chosen at startup and where each choice came from. */
+    public dev.ortserve.service.parse.ParserSelection parsers() {
+        return served().parsers();
+    }
+
+    /** Where the served model came from: its directory, or owner/name@commit for a Hub model; null while loading. */
+    public String source() {
+        ServedModel s = served;
+        return s == null ? null : s.source();
     }
 
     /** Checks the request's model id before anything else is done with the request. */
@@ -224,10 +224,10 @@ public class GenerationModelHost {
     }
 
     public ServedModelInfo info() {
+        ServedModel s = served;
         return new ServedModelInfo(modelId, ServedModelInfo.Kind.GENERATION,
-                ready ? engine.model().spec().maxModelLen() : 0,
-                ready ? engine.model().directory().toString() : null, createdAt,
-                parsers == null ? null : parsers.toolsName(), parsers == null ? null : parsers.reasoningName());
+                s != null ? s.model().spec().maxModelLen() : 0,
+                s != null ? s.model().directory().toString() : null, s != null ? s.createdAt() : 0,
+                s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName());
     }
-
 }

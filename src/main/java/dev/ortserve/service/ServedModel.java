@@ -1,0 +1,29 @@
+package dev.ortserve.service;
+
+import dev.ortserve.engine.GenerationEngine;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.service.parse.ParserSelection;
+import dev.ortserve.service.parse.ReasoningParser;
+import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+
+/**
+ * What is served, once it is loaded: the model and its engine, the chat prompts (template and
+ * tokenizer), the parsers chosen for it, its id and where it came from. An immutable value made by
+ * {@link GenerationModelHost} at startup.
+ *
+ * @param source its directory, or owner/name@commit for a Hub model
+ */
+public record ServedModel(String id, String source, LoadedModel model, GenerationEngine engine, ChatPromptRenderer chatPrompts,
+                          ParserSelection parsers, long createdAt) {
+
+    /** The tool-call parser (configured or detected), or null when tool calling is off. */
+    public ToolCallParser toolCallParser() {
+        return parsers.tools();
+    }
+
+    /** The reasoning parser (configured or detected), or null. */
+    public ReasoningParser reasoningParser() {
+        return parsers.reasoning();
+    }
+}
