@@ -69,6 +69,43 @@ class OpenAiResponsesSdkTest extends ApiTest {
     }
 
     @Test
+    void the2026FieldsAreTypedAndEchoed() {
+        OpenAIClient client = client();
+        Response r = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("Hi").maxOutputTokens(3)
+                .serviceTier(ResponseCreateParams.ServiceTier.DEFAULT).safetyIdentifier("hashed-user").promptCacheKey("k-1").maxToolCalls(3L)
+                .putAdditionalBodyProperty("presence_penalty", com.openai.core.JsonValue.from(1.5)).build());
+        // responseValidation(true): every required field was present with its type
+        assertEquals(Response.ServiceTier.DEFAULT, r.serviceTier().orElseThrow());
+        assertEquals("hashed-user", r.safetyIdentifier().orElseThrow());
+        assertEquals("k-1", r.promptCacheKey().orElseThrow());
+        assertEquals(3L, r.maxToolCalls().orElseThrow());
+        assertEquals(0L, r.topLogprobs().orElseThrow());
+        assertTrue(r.completedAt().orElseThrow() >= r.createdAt());
+        assertEquals(1.5, r._additionalProperties().get("presence_penalty").convert(Double.class));
+        assertTrue(r.accessPrograms().isEmpty() && r.conversation().isEmpty());
+        Response again = client.responses().retrieve(r.id());
+        assertEquals(r.completedAt(), again.completedAt());
+    }
+
+    @Test
+    void phaseRoundTrip() {
+        OpenAIClient client = client();
+        List<ResponseInputItem> input = List.of(
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.USER).content("Plan?").build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.ASSISTANT)
+                        .phase(EasyInputMessage.Phase.COMMENTARY).content("Let me look.").build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.ASSISTANT)
+                        .phase(EasyInputMessage.Phase.FINAL_ANSWER).content("Done.").build()));
+        Response r = client.responses().create(ResponseCreateParams.builder().model(MODEL).inputOfResponse(input).maxOutputTokens(2).build());
+        List<ResponseItem> items = client.responses().inputItems().list(r.id(),
+                com.openai.models.responses.inputitems.InputItemListParams.builder().order(com.openai.models.responses.inputitems.InputItemListParams.Order.ASC)
+                        .build()).data();
+        assertEquals(3, items.size());
+        assertEquals("commentary", items.get(1).asResponseOutputMessage().phase().orElseThrow().asString());
+        assertEquals("final_answer", items.get(2).asResponseOutputMessage().phase().orElseThrow().asString());
+    }
+
+    @Test
     void streamEndsWithTheResponseThatRetrieveReturns() {
         OpenAIClient client = client();
         StringBuilder deltas = new StringBuilder();

@@ -68,7 +68,10 @@ final class ResponseItems {
                         parts.add(part(given.get(j), partType, param + ".content[" + j + "]"));
                     }
                 }
-                out.add(message(idOr(m.getId(), "msg"), role, parts));
+                ObjectNode message = message(idOr(m.getId(), "msg"), role, parts);
+                // phase (commentary / final_answer) is kept and listed by input_items; the template sees the text as before
+                if (m.getPhase() != null) message.put("phase", m.getPhase().toString());
+                out.add(message);
             } else if (item instanceof ResponseFunctionCallItem c) {
                 ObjectNode node = mapper.createObjectNode().put("type", "function_call").put("id", idOr(c.getId(), "fc"))
                         .put("call_id", c.getCallId()).put("name", c.getName()).put("arguments", c.getArguments()).put("status", "completed");

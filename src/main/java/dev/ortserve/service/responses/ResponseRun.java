@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.error.ApiException;
-import dev.ortserve.api.resource.CompletionsResource;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
@@ -102,8 +101,9 @@ public final class ResponseRun {
 
     static Throwable storeFailure(Throwable f) {
         if (f instanceof StoreUnavailableException u) {
-            return ApiException.unavailable("The conversation store is unavailable: " + u.getMessage() + ". Retry shortly, or send 'store': false.",
-                    "store_unavailable");
+            // the store's own words (hosts, ports) go to the log, not to clients
+            LOG.warnf("Conversation store unavailable: %s", u.getMessage());
+            return ApiException.unavailable("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
         }
         if (f instanceof RecordTooLargeException r) {
             return ApiException.invalidRequest("store", "The response cannot be stored: " + r.getMessage()
@@ -146,9 +146,16 @@ public final class ResponseRun {
         });
         return Multi.createBy().concatenating().streams(head, body, tail)
                 .onFailure().recoverWithItem(f -> {
-                    ApiException api = CompletionsResource.streamError(f);
+                    ApiException api = streamError(f);
                     return st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage());
                 });
+    }
+
+    /** A failure after the stream started, as the response.failed event reports it (runtime details stay in the log). */
+    static ApiException streamError(Throwable failure) {
+        if (failure instanceof ApiException api) return api;
+        LOG.error("A response's generation failed", failure);
+        return new ApiException(500, "server_error", "The server had an error while generating; the generation was stopped.", null, "generation_failed");
     }
 
     private ObjectNode lifecycle(ObjectNode response) {

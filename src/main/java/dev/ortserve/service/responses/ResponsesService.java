@@ -155,8 +155,8 @@ public class ResponsesService {
         long createdAt = Instant.now().getEpochSecond();
         if (storeIt) {
             // sized with the request's sampling values (the defaults differ by a few bytes at most; put() enforces the exact cap)
-            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true,
-                    req.getTemperature() == null ? 1.0 : req.getTemperature().doubleValue(), req.getTopP() == null ? 1.0 : req.getTopP().doubleValue(),
+            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true, new ResponseDraft.Sampling(
+                    number(req.getTemperature(), 1.0), number(req.getTopP(), 1.0), number(req.getPresencePenalty(), 0), number(req.getFrequencyPenalty(), 0)),
                     false), owner, inputArray, conversation);
         }
 
@@ -181,18 +181,23 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null, null, null, null, null,
+        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null,
+                req.getFrequencyPenalty(), req.getPresencePenalty(), null, null,
                 req.getMaxOutputTokens(), "max_output_tokens", null, null, null, null, null,
                 parsers.active() ? Boolean.FALSE : null, topLogprobs);
         SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
         if (constraint != null) sampling = sampling.withConstraint(constraint);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
                 req.getMaxOutputTokens() != null);
-        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt,
-                sampling.temperature(), sampling.topP(), logprobs);
+        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
+                sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
         return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+    }
+
+    private static double number(java.math.BigDecimal value, double unset) {
+        return value == null ? unset : value.doubleValue();
     }
 
     /** The grammar the output must follow: a forced function call or the text format; null for free text. */
