@@ -102,6 +102,13 @@ public interface OrtserveConfig {
     @WithDefault("30s")
     Duration drainTimeout();
 
+    /**
+     * Background responses: how long the lease of the replica running one lasts without renewal
+     * (renewed every third of it); once it lapses (the replica died) any replica marks the response failed.
+     */
+    @WithDefault("10s")
+    Duration backgroundLease();
+
     /** Engine limits. */
     Engine engine();
 

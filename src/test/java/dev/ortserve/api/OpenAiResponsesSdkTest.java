@@ -105,6 +105,79 @@ class OpenAiResponsesSdkTest extends ApiTest {
         assertEquals("final_answer", items.get(2).asResponseOutputMessage().phase().orElseThrow().asString());
     }
 
+    @jakarta.inject.Inject
+    dev.ortserve.service.GenerationModelHost host;
+
+    @jakarta.inject.Inject
+    dev.ortserve.service.ServingMetrics metrics;
+
+    static Response awaitFinal(OpenAIClient client, String id) {
+        long deadline = System.nanoTime() + java.time.Duration.ofSeconds(30).toNanos();
+        while (true) {
+            Response r = client.responses().retrieve(id);
+            ResponseStatus s = r.status().orElseThrow();
+            if (!s.equals(ResponseStatus.QUEUED) && !s.equals(ResponseStatus.IN_PROGRESS)) return r;
+            assertTrue(System.nanoTime() < deadline, "still " + s);
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+    }
+
+    static List<ResponseStreamEvent> events(StreamResponse<ResponseStreamEvent> stream) {
+        try (stream) {
+            return stream.stream().toList();
+        }
+    }
+
+    static long sequence(ResponseStreamEvent e) {
+        // every event type carries its sequence_number; read it as the SDK serializes the event
+        return com.openai.core.ObjectMappers.jsonMapper().valueToTree(e).get("sequence_number").asLong();
+    }
+
+    @Test
+    void backgroundCreatePollCompletedAndResume() {
+        OpenAIClient client = client();
+        Response queued = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("In the background").background(true)
+                .maxOutputTokens(40).temperature(0.0).build());
+        assertEquals(ResponseStatus.QUEUED, queued.status().orElseThrow());
+        assertEquals(true, queued.background().orElseThrow());
+        Response done = awaitFinal(client, queued.id());
+        assertTrue(List.of(ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE).contains(done.status().orElseThrow()));
+        assertTrue(done.completedAt().isPresent());
+
+        List<ResponseStreamEvent> all = events(client.responses().retrieveStreaming(queued.id()));
+        assertTrue(all.get(0).isCreated());
+        ResponseStreamEvent last = all.get(all.size() - 1);
+        assertTrue(last.isCompleted() || last.isIncomplete());
+        for (int i = 0; i < all.size(); i++) assertEquals(i, sequence(all.get(i)));
+        long after = all.size() / 2;
+        List<ResponseStreamEvent> resumed = events(client.responses().retrieveStreaming(queued.id(),
+                com.openai.models.responses.ResponseRetrieveParams.builder().startingAfter(after).build()));
+        assertEquals(all.subList((int) after + 1, all.size()).stream().map(OpenAiResponsesSdkTest::sequence).toList(),
+                resumed.stream().map(OpenAiResponsesSdkTest::sequence).toList(), "no gap, no duplicate");
+        assertEquals(all.subList((int) after + 1, all.size()), resumed);
+    }
+
+    @Test
+    void backgroundCancelMidGeneration() throws Exception {
+        OpenAIClient client = client();
+        var engine = (dev.ortserve.engine.ContinuousBatchingEngine) host.engine();
+        Response cancelled;
+        String id;
+        try (EngineHold hold = new EngineHold(engine, metrics.engineListener(host.modelId()))) {
+            id = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("A long tale").background(true)
+                    .maxOutputTokens(1900).temperature(0.0).build()).id();
+            assertTrue(hold.awaitHeld());
+            cancelled = client.responses().cancel(id);
+        }
+        assertEquals(ResponseStatus.CANCELLED, cancelled.status().orElseThrow());
+        assertTrue(cancelled.usage().orElseThrow().outputTokens() < 1900 / 100, "well under max_output_tokens: " + cancelled.usage());
+        assertEquals(ResponseStatus.CANCELLED, client.responses().retrieve(id).status().orElseThrow());
+    }
+
     @Test
     void streamEndsWithTheResponseThatRetrieveReturns() {
         OpenAIClient client = client();

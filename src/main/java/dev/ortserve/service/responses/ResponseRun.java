@@ -41,6 +41,10 @@ public final class ResponseRun {
     private final ArrayNode input;
     private final TextTokenizer tokenizer;
     private final int promptTokens;
+    /** The stream being produced (background runs read what it has generated so far when they are stopped). */
+    private volatile StreamState current;
+    /** A background run whose end another party (a cancel, a lapsed lease, a drain) wrote first. */
+    private volatile boolean endedElsewhere;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
                 String owner, ArrayNode input, TextTokenizer tokenizer, int promptTokens) {
@@ -62,7 +66,7 @@ public final class ResponseRun {
         int tokens;
         FinishReason finish;
 
-        void add(TokenEvent e) {
+        synchronized void add(TokenEvent e) {
             text.append(e.textDelta());
             if (e.logprob() != null) logprobs.add(e.logprob());
             tokens++;
@@ -95,6 +99,11 @@ public final class ResponseRun {
 
     private Uni<Void> persist(ObjectNode response) {
         if (!draft.store) return Uni.createFrom().voidItem();
+        if (draft.background) {
+            // the run ends once: a cancel or a lapsed lease may have ended it already
+            return store.finishRun(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input), null, false)
+                    .onFailure().transform(ResponseRun::storeFailure).invoke(won -> endedElsewhere = !won).replaceWithVoid();
+        }
         return store.put(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input))
                 .onFailure().transform(ResponseRun::storeFailure);
     }
@@ -121,9 +130,57 @@ public final class ResponseRun {
     /** Text that might still turn into a marker ({@code </think>}) is held back until it cannot. */
     private static final int MARKER_HOLD_BACK = 16;
 
+    // ------------------------------------------------------------------ background runs
+
+    public String id() {
+        return draft.id;
+    }
+
+    String owner() {
+        return owner;
+    }
+
+    boolean background() {
+        return draft.background;
+    }
+
+    boolean endedElsewhere() {
+        return endedElsewhere;
+    }
+
+    /** The record a background run is stored with before it starts. */
+    StoredResponse queued() {
+        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
+    }
+
+    /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
+    StoredResponse interrupted(String status, ObjectNode error) {
+        StreamState st = current;
+        List<ObjectNode> items = List.of();
+        int tokens = 0;
+        if (st != null) {
+            String text;
+            List<TokenLogprob> logprobs;
+            synchronized (st.generated) {
+                text = st.generated.text.toString();
+                logprobs = new ArrayList<>(st.generated.logprobs);
+                tokens = st.generated.tokens;
+            }
+            if (!text.isEmpty()) items = draft.items(parsers.parse(text), true, logprobs);
+        }
+        ObjectNode response = draft.response(status, items, draft.usage(promptTokens, tokens, 0), null, error);
+        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input);
+    }
+
+    /** Drops an admitted generation that will never be read (its background run could not be stored). */
+    void abandon() {
+        events.subscribe().with(e -> { }, f -> { }).cancel();
+    }
+
     /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
     public Multi<String> frames() {
         StreamState st = new StreamState();
+        current = st;
         Multi<String> head = Multi.createFrom().items(() -> java.util.stream.Stream.of(
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
