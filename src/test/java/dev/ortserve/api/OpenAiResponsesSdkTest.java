@@ -179,6 +179,57 @@ class OpenAiResponsesSdkTest extends ApiTest {
     }
 
     @Test
+    void compactionThenContinuationWithAShorterPrompt() {
+        OpenAIClient client = client();
+        String longTurn = "Here is the whole story of the lighthouse keeper, told slowly. ".repeat(20);
+        Response first = client.responses().create(ResponseCreateParams.builder().model(MODEL).input(longTurn).maxOutputTokens(8).build());
+        Response second = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("And the ship?")
+                .previousResponseId(first.id()).maxOutputTokens(8).build());
+        Response third = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("And then?")
+                .previousResponseId(second.id()).maxOutputTokens(8).build());
+
+        com.openai.models.responses.CompactedResponse compacted = client.responses().compact(
+                com.openai.models.responses.ResponseCompactParams.builder().model(MODEL).previousResponseId(third.id()).build());
+        assertEquals(1, compacted.output().size());
+        var item = compacted.output().get(0).asCompaction();
+        assertTrue(compacted.usage().inputTokens() > 0, "the served model summarized the first turn");
+
+        // fed back without previous_response_id, the compacted window continues the conversation with a shorter prompt
+        String next = "What happened next?";
+        Response viaChain = client.responses().create(ResponseCreateParams.builder().model(MODEL).input(next)
+                .previousResponseId(third.id()).maxOutputTokens(2).store(false).build());
+        Response viaCompaction = client.responses().create(ResponseCreateParams.builder().model(MODEL).inputOfResponse(List.of(
+                ResponseInputItem.ofCompaction(com.openai.models.responses.ResponseCompactionItemParam.builder().id(item.id())
+                        .encryptedContent(item.encryptedContent()).build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.USER).content(next).build())))
+                .maxOutputTokens(2).build());
+        long chained = viaChain.usage().orElseThrow().inputTokens();
+        long compactedTokens = viaCompaction.usage().orElseThrow().inputTokens();
+        assertTrue(compactedTokens < chained, compactedTokens + " prompt tokens after compaction, " + chained + " before");
+
+        // the kept turns are there verbatim, after the summary
+        List<ResponseItem> items = client.responses().inputItems().list(viaCompaction.id(),
+                com.openai.models.responses.inputitems.InputItemListParams.builder().order(com.openai.models.responses.inputitems.InputItemListParams.Order.ASC)
+                        .build()).data();
+        List<String> texts = new ArrayList<>();
+        for (ResponseItem i : items) {
+            if (i.isResponseInputMessageItem()) i.asResponseInputMessageItem().content().forEach(c -> texts.add(c.asInputText().text()));
+        }
+        assertTrue(texts.get(0).startsWith("Summary of the earlier conversation:"), texts.toString());
+        assertEquals(List.of("And the ship?", "And then?", next), texts.subList(1, texts.size()));
+
+        // a tampered item is refused before any model work
+        String sealed = item.encryptedContent();
+        char flipped = sealed.charAt(sealed.length() / 2) == 'A' ? 'B' : 'A';
+        String tampered = sealed.substring(0, sealed.length() / 2) + flipped + sealed.substring(sealed.length() / 2 + 1);
+        var refused = assertThrows(com.openai.errors.BadRequestException.class, () -> client.responses().create(ResponseCreateParams.builder()
+                .model(MODEL).inputOfResponse(List.of(ResponseInputItem.ofCompaction(com.openai.models.responses.ResponseCompactionItemParam.builder()
+                        .encryptedContent(tampered).build()))).build()));
+        assertEquals("input[0].encrypted_content", refused.param().orElseThrow());
+        assertEquals("invalid_encrypted_content", refused.code().orElseThrow());
+    }
+
+    @Test
     void streamEndsWithTheResponseThatRetrieveReturns() {
         OpenAIClient client = client();
         StringBuilder deltas = new StringBuilder();

@@ -143,6 +143,28 @@ class ResponsesTest extends ApiTest {
     }
 
     @Test
+    void compactRefusesBadRequestsBeforeAnyModelWork() {
+        json().body("{\"input\":\"x\"}").post("/v1/responses/compact").then().statusCode(400).body("error.param", equalTo("model"));
+        json().body("{\"model\":\"tiny\"}").post("/v1/responses/compact").then().statusCode(400).body("error.param", equalTo("input"));
+        json().body("{\"model\":\"nope\",\"input\":\"x\"}").post("/v1/responses/compact").then().statusCode(404)
+                .body("error.code", equalTo("model_not_found"));
+        json().body("{\"model\":\"tiny\",\"previous_response_id\":\"resp_" + "3".repeat(48) + "\"}").post("/v1/responses/compact")
+                .then().statusCode(404).body("error.code", equalTo("previous_response_not_found"));
+        json().body("{\"model\":\"tiny\",\"input\":[{\"type\":\"compaction\",\"encrypted_content\":\"v1.AAAA\"}]}").post("/v1/responses")
+                .then().statusCode(400).body("error.param", equalTo("input[0].encrypted_content"));
+        // a short conversation has nothing older than the kept turns: no summary is generated, the items travel as they are
+        JsonPath c = json().body("{\"model\":\"tiny\",\"input\":\"only turn\"}").post("/v1/responses/compact").then().statusCode(200)
+                .extract().jsonPath();
+        assertEquals("response.compaction", c.getString("object"));
+        assertEquals(0, c.getInt("usage.output_tokens"));
+        assertEquals("compaction", c.getString("output[0].type"));
+        String id = create("{\"model\":\"tiny\",\"max_output_tokens\":1,\"input\":[{\"type\":\"compaction\",\"encrypted_content\":"
+                + quoted(c.getString("output[0].encrypted_content")) + "}]}").getString("id");
+        JsonPath items = given().get("/v1/responses/" + id + "/input_items").then().statusCode(200).extract().jsonPath();
+        assertEquals(List.of("only turn"), items.getList("data.content.text.flatten()"));
+    }
+
+    @Test
     void maxOutputTokensMakesTheResponseIncomplete() {
         JsonPath r = create("{\"model\":\"tiny\",\"input\":\"Count\",\"max_output_tokens\":1,\"temperature\":0}");
         // one token cannot finish a ChatML turn unless it is the end token itself

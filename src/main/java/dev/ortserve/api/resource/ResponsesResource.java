@@ -4,8 +4,10 @@ import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.ResponsesApi;
 import dev.ortserve.api.http.HttpEdgeRoutes;
 import dev.ortserve.api.http.SseWriter;
+import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
+import dev.ortserve.service.responses.ResponseCompaction;
 import dev.ortserve.service.responses.ResponsesService;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpServerRequest;
@@ -20,6 +22,9 @@ public class ResponsesResource implements ResponsesApi {
 
     @Inject
     ResponsesService responses;
+
+    @Inject
+    ResponseCompaction compaction;
 
     @Inject
     HttpEdgeRoutes edge;
@@ -39,6 +44,11 @@ public class ResponsesResource implements ResponsesApi {
         return responses.start(req, owner).flatMap(run -> stream
                 ? SseWriter.stream(http.response(), run.frames())
                 : run.complete().map(r -> Response.ok(r).build()));
+    }
+
+    @Override
+    public Uni<Response> compactResponse(CompactResponseRequest req) {
+        return compaction.compact(req, edge.ownerOf(http)).map(r -> Response.ok(r).build());
     }
 
     @Override

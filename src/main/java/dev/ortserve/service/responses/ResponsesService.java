@@ -73,6 +73,9 @@ public class ResponsesService {
     @Inject
     BackgroundRuns background;
 
+    @Inject
+    ResponseCompaction compaction;
+
     /** Checks the request, loads its conversation and admits its generation; fails before any model work on bad input. */
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner) {
         host.requireModel(req.getModel());
@@ -149,7 +152,7 @@ public class ResponsesService {
             turnItems.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
             turns.add(turnItems);
         }
-        List<ObjectNode> input = items.normalize(req.getInput(), known::get);
+        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner));
         ArrayNode inputArray = mapper.createArrayNode();
         input.forEach(inputArray::add);
 
