@@ -154,6 +154,28 @@ class ReplicasIT {
     }
 
     @Test
+    void sigtermEndsBackgroundRunsStillGoingAtTheDrainTimeoutAsFailed() throws Exception {
+        Map<String, String> env = new java.util.HashMap<>(env());
+        env.put("ORTSERVE_DRAIN_TIMEOUT", "100ms");
+        env.put("ORTSERVE_ENGINE_MAX_SEQUENCES", "1"); // one at a time: the last run waits behind 3,800 tokens of the others
+        List<String> ids = new ArrayList<>();
+        try (PackagedApp d = PackagedApp.start("replica-d", env)) {
+            for (int i = 0; i < 3; i++) ids.add(on(d).body(LONG_BACKGROUND).post("/v1/responses").then().statusCode(200).extract().path("id"));
+            d.process().destroy(); // SIGTERM
+            assertTrue(d.process().waitFor(20, java.util.concurrent.TimeUnit.SECONDS), "D exits after its drain");
+        }
+        // right after the exit, without waiting for any lease: every run has a final status, the unfinished ones failed
+        for (String id : ids) {
+            String status = on(b).get("/v1/responses/" + id).then().statusCode(200).extract().path("status");
+            assertTrue(List.of("incomplete", "failed").contains(status), id + " " + status);
+        }
+        on(b).get("/v1/responses/" + ids.get(2)).then().statusCode(200).body("status", equalTo("failed"))
+                .body("error.code", equalTo("server_shutdown"));
+        List<JsonNode> events = events(on(b).get("/v1/responses/" + ids.get(2) + "?stream=true").then().statusCode(200).extract().asString());
+        assertEquals("failed", events.get(events.size() - 1).at("/response/status").asText());
+    }
+
+    @Test
     void aReplicaKilledMidRunLeavesItsResponseFailedWithinTheLease() throws Exception {
         try (PackagedApp c = PackagedApp.start("replica-c", env())) {
             // warm C (grammar, JIT, store scripts) so that its events reach the store as fast as it generates them

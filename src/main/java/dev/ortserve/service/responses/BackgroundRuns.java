@@ -284,7 +284,7 @@ public class BackgroundRuns {
         private void renew() {
             store.renewRun(run.id(), "in_progress", lease()).subscribe().with(answer -> {
                 if (answer == 1) stop("cancelled", null);
-                else if (answer == -1) abandon("it was ended elsewhere");
+                else if (answer == -1 && !run.finishedHere()) abandon("it was ended elsewhere");
             }, f -> LOG.warnf("Background response %s: lease renewal failed: %s", run.id(), f.getMessage()));
         }
 
@@ -388,7 +388,8 @@ public class BackgroundRuns {
 
         /** Stops the generation and ends the run with this status and what it had produced; completes once stored. */
         Uni<Void> stop(String status, ObjectNode error) {
-            if (!ended.compareAndSet(false, true)) return Uni.createFrom().voidItem();
+            // a run whose end this replica already stored only has its last events to write: let it
+            if (run.finishedHere() || !ended.compareAndSet(false, true)) return Uni.createFrom().voidItem();
             Flow.Subscription s = subscription;
             if (s != null) s.cancel();
             java.util.concurrent.CompletableFuture<Void> stored = new java.util.concurrent.CompletableFuture<>();

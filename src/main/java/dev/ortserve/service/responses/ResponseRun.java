@@ -45,6 +45,8 @@ public final class ResponseRun {
     private volatile StreamState current;
     /** A background run whose end another party (a cancel, a lapsed lease, a drain) wrote first. */
     private volatile boolean endedElsewhere;
+    /** A background run whose final record this replica wrote (its terminal event may still be on its way to the store). */
+    private volatile boolean finishedHere;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
                 String owner, ArrayNode input, TextTokenizer tokenizer, int promptTokens) {
@@ -102,7 +104,10 @@ public final class ResponseRun {
         if (draft.background) {
             // the run ends once: a cancel or a lapsed lease may have ended it already
             return store.finishRun(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input), null, false)
-                    .onFailure().transform(ResponseRun::storeFailure).invoke(won -> endedElsewhere = !won).replaceWithVoid();
+                    .onFailure().transform(ResponseRun::storeFailure).invoke(won -> {
+                        endedElsewhere = !won;
+                        finishedHere = won;
+                    }).replaceWithVoid();
         }
         return store.put(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input))
                 .onFailure().transform(ResponseRun::storeFailure);
@@ -146,6 +151,10 @@ public final class ResponseRun {
 
     boolean endedElsewhere() {
         return endedElsewhere;
+    }
+
+    boolean finishedHere() {
+        return finishedHere;
     }
 
     /** The record a background run is stored with before it starts. */
