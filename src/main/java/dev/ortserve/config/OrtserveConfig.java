@@ -126,6 +126,28 @@ public interface OrtserveConfig {
     @WithDefault("30s")
     Duration drainTimeout();
 
+    /**
+     * Background responses: how long the lease of the replica running one lasts without renewal
+     * (renewed every third of it); once it lapses (the replica died) any replica marks the response failed.
+     */
+    @WithDefault("10s")
+    Duration backgroundLease();
+
+    /**
+     * The secret every replica shares for compaction items (POST /v1/responses/compact): they are
+     * encrypted and authenticated with a key derived from it. Unset: a random key per process
+     * (compaction items then work only on the replica, and in the process, that made them).
+     */
+    Optional<String> compactionKey();
+
+    /** Compaction keeps this many of the last user turns (each with everything after it) verbatim; older turns are summarized. */
+    @WithDefault("2")
+    int compactionKeepTurns();
+
+    /** Longest summary of the older turns the served model may write when compacting. */
+    @WithDefault("256")
+    int compactionSummaryMaxTokens();
+
     /** Engine limits. */
     Engine engine();
 

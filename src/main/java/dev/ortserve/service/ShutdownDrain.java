@@ -15,7 +15,8 @@ import java.util.concurrent.atomic.AtomicBoolean;
 /**
  * SIGTERM drains before the JVM begins to shut down: readiness goes down and new API requests get
  * 503 at once, sequences already admitted (streams included) run to their end for up to
- * {@code ortserve.drain-timeout}, then the application exits normally.
+ * {@code ortserve.drain-timeout} (background responses included: those still running then are
+ * stored as failed, {@code server_shutdown}), then the application exits normally.
  *
  * <p>Why not only Quarkus's graceful shutdown: the JVM runs all shutdown hooks at the same time,
  * and ONNX Runtime's Java binding registers one that releases the native environment, so a
@@ -32,6 +33,9 @@ public class ShutdownDrain {
 
     @Inject
     GenerationModelHost generation;
+
+    @Inject
+    dev.ortserve.service.responses.BackgroundRuns background;
 
     private final AtomicBoolean draining = new AtomicBoolean();
 
@@ -63,6 +67,8 @@ public class ShutdownDrain {
                 }
             }
             LOG.infof("Drained (%s); shutting down", busy() ? "timeout reached with work left" : "no generation left");
+            // background responses still running here would otherwise stay in_progress until their lease lapses
+            background.failAll(config.storeTimeout().plusSeconds(1));
             Quarkus.asyncExit(0);
         }, "ortserve-drain");
         waiter.setDaemon(true);

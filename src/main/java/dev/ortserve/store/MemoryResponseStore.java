@@ -1,6 +1,8 @@
 package dev.ortserve.store;
 
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.operators.multi.processors.BroadcastProcessor;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -27,10 +29,25 @@ public class MemoryResponseStore implements ResponseStore {
     private final Map<String, Conv> conversations = new HashMap<>();
     private int entries;
 
+    private final BroadcastProcessor<String> cancellations = BroadcastProcessor.create();
+
     private static final class Conv {
         final Map<String, String> records = new LinkedHashMap<>();
+        final Map<String, Run> runs = new HashMap<>();
         long bytes;
         long expiresAt;
+    }
+
+    /** A background response's run state and events (they live and expire with its conversation). */
+    private static final class Run {
+        String status = "queued";
+        long leaseDeadline;
+        boolean cancel;
+        final List<String> events = new ArrayList<>();
+
+        boolean running() {
+            return status.equals("queued") || status.equals("in_progress");
+        }
     }
 
     public MemoryResponseStore(Duration ttl, int maxEntries, int maxRecordBytes, long maxConversationBytes) {
@@ -75,29 +92,41 @@ public class MemoryResponseStore implements ResponseStore {
     @Override
     public Uni<Void> put(StoredResponse response) {
         return Uni.createFrom().item(() -> {
-            String encoded = StoredResponseCodec.encode(response);
-            int size = StoredResponseCodec.sizeOf(encoded);
-            if (size > maxRecordBytes) throw new RecordTooLargeException(size, maxRecordBytes);
+            String encoded = encodeWithinCap(response);
             synchronized (this) {
-                String key = ResponseIds.conversationOf(response.id());
-                Conv conv = live(response.id());
-                if (conv == null) {
-                    conv = new Conv();
-                    conversations.put(key, conv);
-                }
-                if (conv.bytes + size > maxConversationBytes) {
-                    if (conv.records.isEmpty()) conversations.remove(key);
-                    throw new ConversationFullException(conv.bytes, size, maxConversationBytes);
-                }
-                String old = conv.records.put(response.id(), encoded);
-                if (old != null) conv.bytes -= StoredResponseCodec.sizeOf(old);
-                else entries++;
-                conv.bytes += size;
-                conv.expiresAt = clock.getAsLong() + ttlNanos;
-                evictOverflow(key);
+                write(response.id(), encoded);
             }
             return null;
         });
+    }
+
+    private String encodeWithinCap(StoredResponse response) {
+        String encoded = StoredResponseCodec.encode(response);
+        int size = StoredResponseCodec.sizeOf(encoded);
+        if (size > maxRecordBytes) throw new RecordTooLargeException(size, maxRecordBytes);
+        return encoded;
+    }
+
+    /** Stores one record under the conversation cap; the caller holds the lock. */
+    private Conv write(String id, String encoded) {
+        int size = StoredResponseCodec.sizeOf(encoded);
+        String key = ResponseIds.conversationOf(id);
+        Conv conv = live(id);
+        if (conv == null) {
+            conv = new Conv();
+            conversations.put(key, conv);
+        }
+        String previous = conv.records.get(id);
+        long added = size - (previous == null ? 0 : StoredResponseCodec.sizeOf(previous));
+        if (conv.bytes + added > maxConversationBytes) {
+            if (conv.records.isEmpty()) conversations.remove(key);
+            throw new ConversationFullException(conv.bytes, size, maxConversationBytes);
+        }
+        if (conv.records.put(id, encoded) == null) entries++;
+        conv.bytes += added;
+        conv.expiresAt = clock.getAsLong() + ttlNanos;
+        evictOverflow(key);
+        return conv;
     }
 
     @Override
@@ -108,6 +137,7 @@ public class MemoryResponseStore implements ResponseStore {
                 String encoded = conv == null ? null : conv.records.get(id);
                 if (owned(encoded, owner) == null) return false;
                 conv.records.remove(id);
+                conv.runs.remove(id);
                 conv.bytes -= StoredResponseCodec.sizeOf(encoded);
                 entries--;
                 if (conv.records.isEmpty()) conversations.remove(ResponseIds.conversationOf(id));
@@ -119,6 +149,113 @@ public class MemoryResponseStore implements ResponseStore {
     @Override
     public Uni<Void> ping() {
         return Uni.createFrom().voidItem();
+    }
+
+    @Override
+    public Uni<Void> startRun(StoredResponse queued, Duration lease) {
+        return Uni.createFrom().item(() -> {
+            String encoded = encodeWithinCap(queued);
+            synchronized (this) {
+                Run run = new Run();
+                run.leaseDeadline = clock.getAsLong() + lease.toNanos();
+                write(queued.id(), encoded).runs.put(queued.id(), run);
+            }
+            return null;
+        });
+    }
+
+    private Run run(String id) {
+        Conv conv = live(id);
+        return conv == null ? null : conv.runs.get(id);
+    }
+
+    @Override
+    public Uni<RunState> runState(String id) {
+        return Uni.createFrom().item(() -> {
+            synchronized (this) {
+                Run run = run(id);
+                if (run == null) return null;
+                return new RunState(run.status, (run.leaseDeadline - clock.getAsLong()) / 1_000_000, run.cancel);
+            }
+        });
+    }
+
+    @Override
+    public Uni<Integer> renewRun(String id, String status, Duration lease) {
+        return Uni.createFrom().item(() -> {
+            synchronized (this) {
+                Run run = run(id);
+                if (run == null || !run.running()) return -1;
+                run.status = status;
+                run.leaseDeadline = clock.getAsLong() + lease.toNanos();
+                return run.cancel ? 1 : 0;
+            }
+        });
+    }
+
+    @Override
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
+        return Uni.createFrom().item(() -> {
+            String encoded = encodeWithinCap(last);
+            synchronized (this) {
+                Run run = run(last.id());
+                if (run == null || !run.running()) return false;
+                if (onlyIfLapsed && run.leaseDeadline - clock.getAsLong() > 0) return false;
+                write(last.id(), encoded);
+                run.status = last.response().path("status").asText();
+                run.cancel = false;
+                if (terminalFrame != null) run.events.add(terminalFrame.replaceFirst("\"sequence_number\":-1", "\"sequence_number\":" + run.events.size()));
+                return true;
+            }
+        });
+    }
+
+    @Override
+    public Uni<Boolean> requestCancel(String id) {
+        return Uni.createFrom().item(() -> {
+            synchronized (this) {
+                Run run = run(id);
+                if (run == null || !run.running()) return false;
+                run.cancel = true;
+            }
+            cancellations.onNext(id);
+            return true;
+        });
+    }
+
+    @Override
+    public Uni<Void> appendEvents(String id, long first, List<String> frames) {
+        return Uni.createFrom().item(() -> {
+            synchronized (this) {
+                Run run = run(id);
+                if (run == null) throw new IllegalStateException("no background run " + id);
+                if (run.events.size() != first) {
+                    throw new IllegalStateException("event " + first + " of " + id + " follows event " + (run.events.size() - 1));
+                }
+                run.events.addAll(frames);
+            }
+            return null;
+        });
+    }
+
+    @Override
+    public Uni<List<StoredEvent>> events(String id, long after, int max) {
+        return Uni.createFrom().item(() -> {
+            synchronized (this) {
+                Run run = run(id);
+                List<StoredEvent> out = new ArrayList<>();
+                if (run == null) return out;
+                for (long seq = Math.max(0, after + 1); seq < run.events.size() && out.size() < max; seq++) {
+                    out.add(new StoredEvent(seq, run.events.get((int) seq)));
+                }
+                return out;
+            }
+        });
+    }
+
+    @Override
+    public Multi<String> cancellations() {
+        return cancellations;
     }
 
     /** The number of responses held, expired ones included until they are swept. */

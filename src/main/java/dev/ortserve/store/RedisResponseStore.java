@@ -38,11 +38,88 @@ public class RedisResponseStore implements ResponseStore {
     static final String DELETE = """
             if redis.call('HGET', KEYS[1], 'o:' .. ARGV[1]) ~= ARGV[2] then return 0 end
             local len = redis.call('HSTRLEN', KEYS[1], 'r:' .. ARGV[1])
-            redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1], 'o:' .. ARGV[1])
+            redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1], 'o:' .. ARGV[1], 's:' .. ARGV[1], 'l:' .. ARGV[1], 'c:' .. ARGV[1])
+            redis.call('DEL', KEYS[2])
             redis.call('HINCRBY', KEYS[1], 'bytes', -len)
             if redis.call('HLEN', KEYS[1]) <= 1 then redis.call('DEL', KEYS[1]) end
             return 1
             """;
+
+    /** Milliseconds by the Redis server's clock, so every replica judges leases by the same clock. */
+    private static final String NOW = """
+            local t = redis.call('TIME')
+            local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+            """;
+
+    private static final String RUNNING = """
+            local s = redis.call('HGET', KEYS[1], 's:' .. ARGV[1])
+            local running = s == 'queued' or s == 'in_progress'
+            """;
+
+    /** PUT plus the run's fields: status queued, a lease deadline. */
+    static final String START = NOW + """
+            local total = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+            local added = tonumber(ARGV[3]) - redis.call('HSTRLEN', KEYS[1], 'r:' .. ARGV[1])
+            if total + added > tonumber(ARGV[4]) then return {0, total} end
+            redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], ARGV[2], 'o:' .. ARGV[1], ARGV[6], 's:' .. ARGV[1], 'queued',
+                'l:' .. ARGV[1], tostring(now + tonumber(ARGV[7])))
+            redis.call('HINCRBY', KEYS[1], 'bytes', added)
+            redis.call('PEXPIRE', KEYS[1], ARGV[5])
+            return {1, total + added}
+            """;
+
+    static final String STATE = NOW + """
+            local v = redis.call('HMGET', KEYS[1], 's:' .. ARGV[1], 'l:' .. ARGV[1], 'c:' .. ARGV[1])
+            if not v[1] then return {} end
+            return {v[1], tostring(tonumber(v[2] or '0') - now), v[3] or '0'}
+            """;
+
+    static final String RENEW = NOW + RUNNING + """
+            if not running then return -1 end
+            redis.call('HSET', KEYS[1], 's:' .. ARGV[1], ARGV[2], 'l:' .. ARGV[1], tostring(now + tonumber(ARGV[3])))
+            if redis.call('HGET', KEYS[1], 'c:' .. ARGV[1]) == '1' then return 1 end
+            return 0
+            """;
+
+    /** Ends a run once: record, status, and the terminal event numbered after the last one. */
+    static final String FINISH = NOW + RUNNING + """
+            if not running then return {0, 0} end
+            if ARGV[8] == '1' and tonumber(redis.call('HGET', KEYS[1], 'l:' .. ARGV[1]) or '0') > now then return {0, 0} end
+            local total = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+            local added = tonumber(ARGV[3]) - redis.call('HSTRLEN', KEYS[1], 'r:' .. ARGV[1])
+            if total + added > tonumber(ARGV[4]) then return {-1, total} end
+            redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], ARGV[2], 'o:' .. ARGV[1], ARGV[6], 's:' .. ARGV[1], ARGV[7])
+            redis.call('HDEL', KEYS[1], 'c:' .. ARGV[1])
+            redis.call('HINCRBY', KEYS[1], 'bytes', added)
+            redis.call('PEXPIRE', KEYS[1], ARGV[5])
+            if ARGV[9] ~= '' then
+                local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+                local seq = 0
+                if #last > 0 then seq = tonumber(string.match(last[1][1], '^(%d+)')) + 1 end
+                local frame = string.gsub(ARGV[9], '"sequence_number":%-1', '"sequence_number":' .. seq, 1)
+                redis.call('XADD', KEYS[2], seq .. '-1', 'e', frame)
+                redis.call('PEXPIRE', KEYS[2], ARGV[5])
+            end
+            return {1, total + added}
+            """;
+
+    static final String CANCEL = RUNNING + """
+            if not running then return 0 end
+            redis.call('HSET', KEYS[1], 'c:' .. ARGV[1], '1')
+            redis.call('PUBLISH', ARGV[2], ARGV[1])
+            return 1
+            """;
+
+    static final String APPEND = """
+            for i = 3, #ARGV do
+                redis.call('XADD', KEYS[1], (tonumber(ARGV[2]) + i - 3) .. '-1', 'e', ARGV[i])
+            end
+            redis.call('PEXPIRE', KEYS[1], ARGV[1])
+            return 1
+            """;
+
+    /** The pub/sub channel that carries cancellations to every replica. */
+    static final String CANCEL_CHANNEL = "ortserve:cancel";
 
     private final ReactiveRedisDataSource redis;
     private final Duration ttl;
@@ -60,6 +137,11 @@ public class RedisResponseStore implements ResponseStore {
 
     public static String key(String responseId) {
         return "ortserve:conv:{" + ResponseIds.conversationOf(responseId) + "}";
+    }
+
+    /** The Redis Stream of a background response's events; same hash slot as its conversation. */
+    public static String eventsKey(String responseId) {
+        return "ortserve:events:{" + ResponseIds.conversationOf(responseId) + "}:" + responseId;
     }
 
     @Override
@@ -105,12 +187,88 @@ public class RedisResponseStore implements ResponseStore {
     @Override
     public Uni<Boolean> delete(String id, String owner) {
         if (!ResponseIds.isResponseId(id)) return Uni.createFrom().item(false);
-        return guarded(redis.execute("EVAL", DELETE, "1", key(id), id, owner)).map(reply -> reply.toInteger() == 1);
+        return guarded(redis.execute("EVAL", DELETE, "2", key(id), eventsKey(id), id, owner)).map(reply -> reply.toInteger() == 1);
     }
 
     @Override
     public Uni<Void> ping() {
         return guarded(redis.execute("PING")).replaceWithVoid();
+    }
+
+    @Override
+    public Uni<Void> startRun(StoredResponse queued, Duration lease) {
+        String encoded = StoredResponseCodec.encode(queued);
+        int size = StoredResponseCodec.sizeOf(encoded);
+        if (size > maxRecordBytes) return Uni.createFrom().failure(new RecordTooLargeException(size, maxRecordBytes));
+        return guarded(redis.execute("EVAL", START, "1", key(queued.id()), queued.id(), encoded, Integer.toString(size),
+                Long.toString(maxConversationBytes), Long.toString(ttl.toMillis()), queued.owner(), Long.toString(lease.toMillis()))).map(reply -> {
+            if (reply.get(0).toInteger() == 0) throw new ConversationFullException(reply.get(1).toLong(), size, maxConversationBytes);
+            return null;
+        });
+    }
+
+    @Override
+    public Uni<RunState> runState(String id) {
+        if (!ResponseIds.isResponseId(id)) return Uni.createFrom().nullItem();
+        return guarded(redis.execute("EVAL", STATE, "1", key(id), id)).map(reply -> reply == null || reply.size() == 0 ? null
+                : new RunState(reply.get(0).toString(), Long.parseLong(reply.get(1).toString()), "1".equals(reply.get(2).toString())));
+    }
+
+    @Override
+    public Uni<Integer> renewRun(String id, String status, Duration lease) {
+        return guarded(redis.execute("EVAL", RENEW, "1", key(id), id, status, Long.toString(lease.toMillis()))).map(Response::toInteger);
+    }
+
+    @Override
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
+        String encoded = StoredResponseCodec.encode(last);
+        int size = StoredResponseCodec.sizeOf(encoded);
+        if (size > maxRecordBytes) return Uni.createFrom().failure(new RecordTooLargeException(size, maxRecordBytes));
+        return guarded(redis.execute("EVAL", FINISH, "2", key(last.id()), eventsKey(last.id()), last.id(), encoded, Integer.toString(size),
+                Long.toString(maxConversationBytes), Long.toString(ttl.toMillis()), last.owner(), last.response().path("status").asText(),
+                onlyIfLapsed ? "1" : "0", terminalFrame == null ? "" : terminalFrame)).map(reply -> {
+            int result = reply.get(0).toInteger();
+            if (result == -1) throw new ConversationFullException(reply.get(1).toLong(), size, maxConversationBytes);
+            return result == 1;
+        });
+    }
+
+    @Override
+    public Uni<Boolean> requestCancel(String id) {
+        return guarded(redis.execute("EVAL", CANCEL, "1", key(id), id, CANCEL_CHANNEL)).map(reply -> reply.toInteger() == 1);
+    }
+
+    @Override
+    public Uni<Void> appendEvents(String id, long first, List<String> frames) {
+        if (frames.isEmpty()) return Uni.createFrom().voidItem();
+        List<String> args = new ArrayList<>(List.of("EVAL", APPEND, "1", eventsKey(id), Long.toString(ttl.toMillis()), Long.toString(first)));
+        args.addAll(frames);
+        return guarded(redis.execute(args.get(0), args.subList(1, args.size()).toArray(String[]::new))).replaceWithVoid();
+    }
+
+    @Override
+    public Uni<List<StoredEvent>> events(String id, long after, int max) {
+        return guarded(redis.execute("XRANGE", eventsKey(id), (after + 1) + "-0", "+", "COUNT", Integer.toString(max))).map(reply -> {
+            List<StoredEvent> out = new ArrayList<>();
+            if (reply == null) return out;
+            for (Response entry : reply) {
+                String streamId = entry.get(0).toString();
+                long seq = Long.parseLong(streamId.substring(0, streamId.indexOf('-')));
+                Response fields = entry.get(1);
+                for (int i = 0; i + 1 < fields.size(); i += 2) {
+                    if (fields.get(i).toString().equals("e")) out.add(new StoredEvent(seq, fields.get(i + 1).toString()));
+                }
+            }
+            return out;
+        });
+    }
+
+    @Override
+    public io.smallrye.mutiny.Multi<String> cancellations() {
+        // a dropped subscription (Redis restarted) is made again; a missed message is still seen by the running replica's next renewal
+        return redis.pubsub(String.class).subscribe(CANCEL_CHANNEL)
+                .onCompletion().failWith(() -> new StoreUnavailableException("the cancellation subscription ended", null))
+                .onFailure().retry().withBackOff(Duration.ofMillis(500), Duration.ofSeconds(10)).indefinitely();
     }
 
     private <T> Uni<T> guarded(Uni<T> operation) {

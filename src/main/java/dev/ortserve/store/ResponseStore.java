@@ -32,4 +32,43 @@ public interface ResponseStore {
 
     /** Succeeds when the store answers. */
     Uni<Void> ping();
+
+    // ------------------------------------------------------------------ background runs
+
+    /**
+     * Stores a background response in its first state (queued) with a lease of {@code lease}
+     * for the replica that runs it; fails as {@link #put} does.
+     */
+    Uni<Void> startRun(StoredResponse queued, java.time.Duration lease);
+
+    /** The run state of a background response, or null when {@code id} is not one (or is gone). */
+    Uni<RunState> runState(String id);
+
+    /**
+     * The running replica's heartbeat: sets the status (queued or in_progress) and a fresh lease.
+     * Answers 1 when a cancellation was asked for, 0 when not, -1 when the run has already ended
+     * (marked failed after a lapse, or deleted): the replica then stops generating.
+     */
+    Uni<Integer> renewRun(String id, String status, java.time.Duration lease);
+
+    /**
+     * Ends a run: stores its final record and status, and appends {@code terminalFrame} (when not
+     * null) as the next event, its {@code "sequence_number":-1} replaced by that number, all in
+     * one step and only while the run is still running (and, with {@code onlyIfLapsed}, only once
+     * its lease has lapsed). True for the one caller that ended it. Fails with
+     * {@link RecordTooLargeException} or {@link ConversationFullException} as {@link #put} does.
+     */
+    Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed);
+
+    /** Asks a running background response to stop, and tells every replica; false when it is not running. */
+    Uni<Boolean> requestCancel(String id);
+
+    /** Appends events with sequence numbers {@code first}, {@code first + 1}, ...; they expire with the conversation. */
+    Uni<Void> appendEvents(String id, long first, java.util.List<String> frames);
+
+    /** Up to {@code max} events after sequence number {@code after} (-1: from the start), oldest first. */
+    Uni<java.util.List<StoredEvent>> events(String id, long after, int max);
+
+    /** The ids of background responses whose cancellation any replica asked for, as it happens. */
+    io.smallrye.mutiny.Multi<String> cancellations();
 }

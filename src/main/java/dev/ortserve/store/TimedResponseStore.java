@@ -14,6 +14,8 @@ final class TimedResponseStore implements ResponseStore {
     private final Timer put;
     private final Timer delete;
     private final Timer ping;
+    private final Timer run;
+    private final Timer events;
 
     TimedResponseStore(ResponseStore inner, Function<String, Timer> timers) {
         this.inner = inner;
@@ -22,6 +24,8 @@ final class TimedResponseStore implements ResponseStore {
         this.put = timers.apply("put");
         this.delete = timers.apply("delete");
         this.ping = timers.apply("ping");
+        this.run = timers.apply("run");
+        this.events = timers.apply("events");
     }
 
     private static <T> Uni<T> timed(Timer timer, Uni<T> operation) {
@@ -54,5 +58,45 @@ final class TimedResponseStore implements ResponseStore {
     @Override
     public Uni<Void> ping() {
         return timed(ping, inner.ping());
+    }
+
+    @Override
+    public Uni<Void> startRun(StoredResponse queued, java.time.Duration lease) {
+        return timed(run, inner.startRun(queued, lease));
+    }
+
+    @Override
+    public Uni<RunState> runState(String id) {
+        return timed(run, inner.runState(id));
+    }
+
+    @Override
+    public Uni<Integer> renewRun(String id, String status, java.time.Duration lease) {
+        return timed(run, inner.renewRun(id, status, lease));
+    }
+
+    @Override
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
+        return timed(run, inner.finishRun(last, terminalFrame, onlyIfLapsed));
+    }
+
+    @Override
+    public Uni<Boolean> requestCancel(String id) {
+        return timed(run, inner.requestCancel(id));
+    }
+
+    @Override
+    public Uni<Void> appendEvents(String id, long first, java.util.List<String> frames) {
+        return timed(events, inner.appendEvents(id, first, frames));
+    }
+
+    @Override
+    public Uni<java.util.List<StoredEvent>> events(String id, long after, int max) {
+        return timed(events, inner.events(id, after, max));
+    }
+
+    @Override
+    public io.smallrye.mutiny.Multi<String> cancellations() {
+        return inner.cancellations();
     }
 }

@@ -102,7 +102,7 @@ class InvalidRequestsTest extends ApiTest {
                 arguments(CHAT, "{" + M + "\"messages\":[{\"role\":\"user\",\"content\":[null]}]}", 400, "messages[0].content", null),
                 arguments(R, "{" + M + "\"input\":[null]}", 400, "input", null),
                 arguments(R, "{" + M + "\"input\":[]}", 400, "input", null),
-                arguments(R, "{" + M + "\"input\":\"x\",\"background\":true}", 400, "background", "unsupported_parameter"),
+                arguments(R, "{" + M + "\"input\":\"x\",\"background\":true,\"store\":false}", 400, "background", null),
                 arguments(R, "{" + M + "\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", 400, "tools[0].type", "unsupported_parameter"),
                 arguments(R, "{" + M + "\"input\":\"x\",\"tool_choice\":\"required\"}", 400, "tool_choice", null),
                 arguments(R, "{" + M + "\"input\":\"x\",\"text\":{\"format\":{\"type\":\"json_schema\",\"name\":\"s\",\"schema\":{\"type\":\"object\",\"patternProperties\":{}}}}}", 400, "text.format.schema", "invalid_json_schema"),

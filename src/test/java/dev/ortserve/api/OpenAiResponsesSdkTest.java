@@ -69,6 +69,167 @@ class OpenAiResponsesSdkTest extends ApiTest {
     }
 
     @Test
+    void the2026FieldsAreTypedAndEchoed() {
+        OpenAIClient client = client();
+        Response r = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("Hi").maxOutputTokens(3)
+                .serviceTier(ResponseCreateParams.ServiceTier.DEFAULT).safetyIdentifier("hashed-user").promptCacheKey("k-1").maxToolCalls(3L)
+                .putAdditionalBodyProperty("presence_penalty", com.openai.core.JsonValue.from(1.5)).build());
+        // responseValidation(true): every required field was present with its type
+        assertEquals(Response.ServiceTier.DEFAULT, r.serviceTier().orElseThrow());
+        assertEquals("hashed-user", r.safetyIdentifier().orElseThrow());
+        assertEquals("k-1", r.promptCacheKey().orElseThrow());
+        assertEquals(3L, r.maxToolCalls().orElseThrow());
+        assertEquals(0L, r.topLogprobs().orElseThrow());
+        assertTrue(r.completedAt().orElseThrow() >= r.createdAt());
+        assertEquals(1.5, r._additionalProperties().get("presence_penalty").convert(Double.class));
+        assertTrue(r.accessPrograms().isEmpty() && r.conversation().isEmpty());
+        Response again = client.responses().retrieve(r.id());
+        assertEquals(r.completedAt(), again.completedAt());
+    }
+
+    @Test
+    void phaseRoundTrip() {
+        OpenAIClient client = client();
+        List<ResponseInputItem> input = List.of(
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.USER).content("Plan?").build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.ASSISTANT)
+                        .phase(EasyInputMessage.Phase.COMMENTARY).content("Let me look.").build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.ASSISTANT)
+                        .phase(EasyInputMessage.Phase.FINAL_ANSWER).content("Done.").build()));
+        Response r = client.responses().create(ResponseCreateParams.builder().model(MODEL).inputOfResponse(input).maxOutputTokens(2).build());
+        List<ResponseItem> items = client.responses().inputItems().list(r.id(),
+                com.openai.models.responses.inputitems.InputItemListParams.builder().order(com.openai.models.responses.inputitems.InputItemListParams.Order.ASC)
+                        .build()).data();
+        assertEquals(3, items.size());
+        assertEquals("commentary", items.get(1).asResponseOutputMessage().phase().orElseThrow().asString());
+        assertEquals("final_answer", items.get(2).asResponseOutputMessage().phase().orElseThrow().asString());
+    }
+
+    @jakarta.inject.Inject
+    dev.ortserve.service.GenerationModelHost host;
+
+    @jakarta.inject.Inject
+    dev.ortserve.service.ServingMetrics metrics;
+
+    static Response awaitFinal(OpenAIClient client, String id) {
+        long deadline = System.nanoTime() + java.time.Duration.ofSeconds(30).toNanos();
+        while (true) {
+            Response r = client.responses().retrieve(id);
+            ResponseStatus s = r.status().orElseThrow();
+            if (!s.equals(ResponseStatus.QUEUED) && !s.equals(ResponseStatus.IN_PROGRESS)) return r;
+            assertTrue(System.nanoTime() < deadline, "still " + s);
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+    }
+
+    static List<ResponseStreamEvent> events(StreamResponse<ResponseStreamEvent> stream) {
+        try (stream) {
+            return stream.stream().toList();
+        }
+    }
+
+    static long sequence(ResponseStreamEvent e) {
+        // every event type carries its sequence_number; read it as the SDK serializes the event
+        return com.openai.core.ObjectMappers.jsonMapper().valueToTree(e).get("sequence_number").asLong();
+    }
+
+    @Test
+    void backgroundCreatePollCompletedAndResume() {
+        OpenAIClient client = client();
+        Response queued = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("In the background").background(true)
+                .maxOutputTokens(40).temperature(0.0).build());
+        assertEquals(ResponseStatus.QUEUED, queued.status().orElseThrow());
+        assertEquals(true, queued.background().orElseThrow());
+        Response done = awaitFinal(client, queued.id());
+        assertTrue(List.of(ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE).contains(done.status().orElseThrow()));
+        assertTrue(done.completedAt().isPresent());
+
+        List<ResponseStreamEvent> all = events(client.responses().retrieveStreaming(queued.id()));
+        assertTrue(all.get(0).isCreated());
+        ResponseStreamEvent last = all.get(all.size() - 1);
+        assertTrue(last.isCompleted() || last.isIncomplete());
+        for (int i = 0; i < all.size(); i++) assertEquals(i, sequence(all.get(i)));
+        long after = all.size() / 2;
+        List<ResponseStreamEvent> resumed = events(client.responses().retrieveStreaming(queued.id(),
+                com.openai.models.responses.ResponseRetrieveParams.builder().startingAfter(after).build()));
+        assertEquals(all.subList((int) after + 1, all.size()).stream().map(OpenAiResponsesSdkTest::sequence).toList(),
+                resumed.stream().map(OpenAiResponsesSdkTest::sequence).toList(), "no gap, no duplicate");
+        assertEquals(all.subList((int) after + 1, all.size()), resumed);
+    }
+
+    @Test
+    void backgroundCancelMidGeneration() throws Exception {
+        OpenAIClient client = client();
+        var engine = (dev.ortserve.engine.ContinuousBatchingEngine) host.engine();
+        Response cancelled;
+        String id;
+        try (EngineHold hold = new EngineHold(engine, metrics.engineListener(host.modelId()))) {
+            id = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("A long tale").background(true)
+                    .maxOutputTokens(1900).temperature(0.0).build()).id();
+            assertTrue(hold.awaitHeld());
+            cancelled = client.responses().cancel(id);
+        }
+        assertEquals(ResponseStatus.CANCELLED, cancelled.status().orElseThrow());
+        assertTrue(cancelled.usage().orElseThrow().outputTokens() < 1900 / 100, "well under max_output_tokens: " + cancelled.usage());
+        assertEquals(ResponseStatus.CANCELLED, client.responses().retrieve(id).status().orElseThrow());
+    }
+
+    @Test
+    void compactionThenContinuationWithAShorterPrompt() {
+        OpenAIClient client = client();
+        String longTurn = "Here is the whole story of the lighthouse keeper, told slowly. ".repeat(20);
+        Response first = client.responses().create(ResponseCreateParams.builder().model(MODEL).input(longTurn).maxOutputTokens(8).build());
+        Response second = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("And the ship?")
+                .previousResponseId(first.id()).maxOutputTokens(8).build());
+        Response third = client.responses().create(ResponseCreateParams.builder().model(MODEL).input("And then?")
+                .previousResponseId(second.id()).maxOutputTokens(8).build());
+
+        com.openai.models.responses.CompactedResponse compacted = client.responses().compact(
+                com.openai.models.responses.ResponseCompactParams.builder().model(MODEL).previousResponseId(third.id()).build());
+        assertEquals(1, compacted.output().size());
+        var item = compacted.output().get(0).asCompaction();
+        assertTrue(compacted.usage().inputTokens() > 0, "the served model summarized the first turn");
+
+        // fed back without previous_response_id, the compacted window continues the conversation with a shorter prompt
+        String next = "What happened next?";
+        Response viaChain = client.responses().create(ResponseCreateParams.builder().model(MODEL).input(next)
+                .previousResponseId(third.id()).maxOutputTokens(2).store(false).build());
+        Response viaCompaction = client.responses().create(ResponseCreateParams.builder().model(MODEL).inputOfResponse(List.of(
+                ResponseInputItem.ofCompaction(com.openai.models.responses.ResponseCompactionItemParam.builder().id(item.id())
+                        .encryptedContent(item.encryptedContent()).build()),
+                ResponseInputItem.ofEasyInputMessage(EasyInputMessage.builder().role(EasyInputMessage.Role.USER).content(next).build())))
+                .maxOutputTokens(2).build());
+        long chained = viaChain.usage().orElseThrow().inputTokens();
+        long compactedTokens = viaCompaction.usage().orElseThrow().inputTokens();
+        assertTrue(compactedTokens < chained, compactedTokens + " prompt tokens after compaction, " + chained + " before");
+
+        // the kept turns are there verbatim, after the summary
+        List<ResponseItem> items = client.responses().inputItems().list(viaCompaction.id(),
+                com.openai.models.responses.inputitems.InputItemListParams.builder().order(com.openai.models.responses.inputitems.InputItemListParams.Order.ASC)
+                        .build()).data();
+        List<String> texts = new ArrayList<>();
+        for (ResponseItem i : items) {
+            if (i.isResponseInputMessageItem()) i.asResponseInputMessageItem().content().forEach(c -> texts.add(c.asInputText().text()));
+        }
+        assertTrue(texts.get(0).startsWith("Summary of the earlier conversation:"), texts.toString());
+        assertEquals(List.of("And the ship?", "And then?", next), texts.subList(1, texts.size()));
+
+        // a tampered item is refused before any model work
+        String sealed = item.encryptedContent();
+        char flipped = sealed.charAt(sealed.length() / 2) == 'A' ? 'B' : 'A';
+        String tampered = sealed.substring(0, sealed.length() / 2) + flipped + sealed.substring(sealed.length() / 2 + 1);
+        var refused = assertThrows(com.openai.errors.BadRequestException.class, () -> client.responses().create(ResponseCreateParams.builder()
+                .model(MODEL).inputOfResponse(List.of(ResponseInputItem.ofCompaction(com.openai.models.responses.ResponseCompactionItemParam.builder()
+                        .encryptedContent(tampered).build()))).build()));
+        assertEquals("input[0].encrypted_content", refused.param().orElseThrow());
+        assertEquals("invalid_encrypted_content", refused.code().orElseThrow());
+    }
+
+    @Test
     void streamEndsWithTheResponseThatRetrieveReturns() {
         OpenAIClient client = client();
         StringBuilder deltas = new StringBuilder();

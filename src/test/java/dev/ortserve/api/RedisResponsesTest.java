@@ -57,6 +57,9 @@ class RedisResponsesTest extends ApiTest {
                 };
                 long millis = Duration.ofNanos(System.nanoTime() - start).toMillis();
                 response.then().statusCode(503).body("error.code", equalTo("store_unavailable"));
+                String message = response.jsonPath().getString("error.message");
+                // where the store lives is for the log, not for clients
+                assertTrue(!message.contains(Integer.toString(redis.port())) && !message.contains("127.0.0.1") && !message.contains("localhost"), message);
                 assertTrue(millis < 2_000, call + " took " + millis + " ms");
             }
             // nothing to store, nothing to read: works without Redis

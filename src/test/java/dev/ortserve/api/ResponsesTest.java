@@ -81,6 +81,89 @@ class ResponsesTest extends ApiTest {
         assertEquals(itemId, given().get("/v1/responses/" + id + "/input_items").then().extract().jsonPath().getString("data[0].id"));
     }
 
+    static final List<String> RESPONSE_FIELDS = List.of("id", "object", "created_at", "completed_at", "status", "background", "error",
+            "incomplete_details", "instructions", "max_output_tokens", "max_tool_calls", "model", "output", "parallel_tool_calls",
+            "previous_response_id", "reasoning", "store", "temperature", "top_p", "top_logprobs", "presence_penalty", "frequency_penalty",
+            "text", "tool_choice", "tools", "truncation", "usage", "user", "metadata", "service_tier", "safety_identifier", "prompt_cache_key",
+            "prompt_cache_retention", "conversation", "prompt", "access_programs");
+
+    @Test
+    void everyFieldOfTheResponseObjectIsPresentAndEchoed() throws Exception {
+        String body = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":3,\"presence_penalty\":0.5,"
+                + "\"frequency_penalty\":-0.25,\"max_tool_calls\":2,\"service_tier\":\"flex\",\"safety_identifier\":\"user-hash-1\","
+                + "\"prompt_cache_key\":\"conv-7\",\"prompt_cache_retention\":\"24h\"}").post("/v1/responses").then().statusCode(200).extract().asString();
+        JsonNode r = JSON.readTree(body);
+        List<String> fields = new ArrayList<>();
+        r.fieldNames().forEachRemaining(fields::add);
+        assertEquals(new java.util.TreeSet<>(RESPONSE_FIELDS), new java.util.TreeSet<>(fields));
+        assertEquals(0.5, r.get("presence_penalty").asDouble());
+        assertEquals(-0.25, r.get("frequency_penalty").asDouble());
+        assertEquals(2, r.get("max_tool_calls").asInt());
+        assertEquals(0, r.get("top_logprobs").asInt());
+        assertEquals("flex", r.get("service_tier").asText());
+        assertEquals("user-hash-1", r.get("safety_identifier").asText());
+        assertEquals("conv-7", r.get("prompt_cache_key").asText());
+        assertEquals("24h", r.get("prompt_cache_retention").asText());
+        assertEquals(false, r.get("background").asBoolean());
+        assertTrue(r.get("conversation").isNull() && r.get("prompt").isNull() && r.get("access_programs").isNull());
+        long created = r.get("created_at").asLong();
+        long completed = r.get("completed_at").asLong();
+        assertTrue(completed >= created && completed <= created + 60, body);
+
+        // unset fields are null (or their documented default), still present
+        JsonNode plain = JSON.readTree(json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":1}").post("/v1/responses")
+                .then().statusCode(200).extract().asString());
+        for (String f : List.of("max_tool_calls", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention")) {
+            assertTrue(plain.get(f).isNull(), f + " in " + plain);
+        }
+        assertEquals(0.0, plain.get("presence_penalty").asDouble());
+    }
+
+    @Test
+    void presenceAndFrequencyPenaltiesChangeGreedyOutput() {
+        String base = "{\"model\":\"tiny\",\"input\":\"Count\",\"max_output_tokens\":48,\"temperature\":0";
+        String plain = create(base + "}").getString("output[0].content[0].text");
+        assertEquals(plain, create(base + "}").getString("output[0].content[0].text"), "greedy output is reproducible");
+        String presence = create(base + ",\"presence_penalty\":2}").getString("output[0].content[0].text");
+        String frequency = create(base + ",\"frequency_penalty\":2}").getString("output[0].content[0].text");
+        assertNotEquals(plain, presence);
+        assertNotEquals(plain, frequency);
+    }
+
+    @Test
+    void assistantPhaseIsStoredAndListed() {
+        String id = create("{\"model\":\"tiny\",\"max_output_tokens\":1,\"input\":[{\"role\":\"user\",\"content\":\"Q\"},"
+                + "{\"role\":\"assistant\",\"phase\":\"commentary\",\"content\":\"thinking aloud\"},"
+                + "{\"type\":\"message\",\"role\":\"assistant\",\"phase\":\"final_answer\",\"content\":[{\"type\":\"output_text\",\"text\":\"A\"}]},"
+                + "{\"role\":\"user\",\"content\":\"more\"}]}").getString("id");
+        JsonPath items = given().get("/v1/responses/" + id + "/input_items?order=asc").then().statusCode(200).extract().jsonPath();
+        assertEquals(java.util.Arrays.asList(null, "commentary", "final_answer", null), items.getList("data.phase"));
+        json().body("{\"model\":\"tiny\",\"input\":[{\"role\":\"assistant\",\"phase\":\"draft\",\"content\":\"x\"}]}").post("/v1/responses")
+                .then().statusCode(400).body("error.param", matchesPattern(".*phase.*"));
+    }
+
+    @Test
+    void compactRefusesBadRequestsBeforeAnyModelWork() {
+        json().body("{\"input\":\"x\"}").post("/v1/responses/compact").then().statusCode(400).body("error.param", equalTo("model"));
+        json().body("{\"model\":\"tiny\"}").post("/v1/responses/compact").then().statusCode(400).body("error.param", equalTo("input"));
+        json().body("{\"model\":\"nope\",\"input\":\"x\"}").post("/v1/responses/compact").then().statusCode(404)
+                .body("error.code", equalTo("model_not_found"));
+        json().body("{\"model\":\"tiny\",\"previous_response_id\":\"resp_" + "3".repeat(48) + "\"}").post("/v1/responses/compact")
+                .then().statusCode(404).body("error.code", equalTo("previous_response_not_found"));
+        json().body("{\"model\":\"tiny\",\"input\":[{\"type\":\"compaction\",\"encrypted_content\":\"v1.AAAA\"}]}").post("/v1/responses")
+                .then().statusCode(400).body("error.param", equalTo("input[0].encrypted_content"));
+        // a short conversation has nothing older than the kept turns: no summary is generated, the items travel as they are
+        JsonPath c = json().body("{\"model\":\"tiny\",\"input\":\"only turn\"}").post("/v1/responses/compact").then().statusCode(200)
+                .extract().jsonPath();
+        assertEquals("response.compaction", c.getString("object"));
+        assertEquals(0, c.getInt("usage.output_tokens"));
+        assertEquals("compaction", c.getString("output[0].type"));
+        String id = create("{\"model\":\"tiny\",\"max_output_tokens\":1,\"input\":[{\"type\":\"compaction\",\"encrypted_content\":"
+                + quoted(c.getString("output[0].encrypted_content")) + "}]}").getString("id");
+        JsonPath items = given().get("/v1/responses/" + id + "/input_items").then().statusCode(200).extract().jsonPath();
+        assertEquals(List.of("only turn"), items.getList("data.content.text.flatten()"));
+    }
+
     @Test
     void maxOutputTokensMakesTheResponseIncomplete() {
         JsonPath r = create("{\"model\":\"tiny\",\"input\":\"Count\",\"max_output_tokens\":1,\"temperature\":0}");

@@ -175,4 +175,92 @@ abstract class ResponseStoreContract {
         assertEquals(4, await(store.chain(previous, OWNER)).chain().size(), "the root outlived its own TTL because the chain was active");
         assertNotNull(await(store.get(root, OWNER)));
     }
+
+    // ------------------------------------------------------------------ background runs
+
+    static StoredResponse withStatus(StoredResponse r, String status) {
+        ObjectNode response = ((ObjectNode) r.response()).deepCopy().put("status", status);
+        return new StoredResponse(r.id(), r.previousId(), r.owner(), response, r.input());
+    }
+
+    static String frame(String type, long sequence) {
+        return "event: " + type + "\ndata: {\"type\":\"" + type + "\",\"sequence_number\":" + sequence + "}\n\n";
+    }
+
+    @Test
+    void aRunIsRenewedCancelledAndEndedOnce() {
+        ResponseStore store = defaults();
+        StoredResponse queued = withStatus(record(ResponseIds.newConversation(), null, OWNER, "bg"), "queued");
+        await(store.startRun(queued, Duration.ofSeconds(30)));
+        RunState state = await(store.runState(queued.id()));
+        assertEquals("queued", state.status());
+        assertTrue(state.leaseLeftMillis() > 20_000 && !state.cancelRequested() && !state.lapsed(), state.toString());
+        assertEquals(queued, await(store.get(queued.id(), OWNER)));
+        assertNull(await(store.runState(ResponseIds.newConversation())));
+
+        assertEquals(0, await(store.renewRun(queued.id(), "in_progress", Duration.ofSeconds(30))));
+        assertEquals("in_progress", await(store.runState(queued.id())).status());
+        await(store.appendEvents(queued.id(), 0, List.of(frame("response.created", 0), frame("response.in_progress", 1))));
+        await(store.appendEvents(queued.id(), 2, List.of(frame("response.output_text.delta", 2))));
+        assertEquals(List.of(0L, 1L, 2L), await(store.events(queued.id(), -1, 100)).stream().map(StoredEvent::sequence).toList());
+        assertEquals(List.of(new StoredEvent(2, frame("response.output_text.delta", 2))), await(store.events(queued.id(), 1, 100)));
+        assertEquals(List.of(0L), await(store.events(queued.id(), -1, 1)).stream().map(StoredEvent::sequence).toList());
+
+        assertTrue(await(store.requestCancel(queued.id())));
+        assertTrue(await(store.runState(queued.id())).cancelRequested());
+        assertEquals(1, await(store.renewRun(queued.id(), "in_progress", Duration.ofSeconds(30))), "the running replica learns of it");
+
+        StoredResponse cancelled = withStatus(queued, "cancelled");
+        assertTrue(await(store.finishRun(cancelled, frame("response.failed", -1), false)));
+        List<StoredEvent> all = await(store.events(queued.id(), -1, 100));
+        assertEquals(new StoredEvent(3, frame("response.failed", 3)), all.get(3), "the terminal event is numbered after the last");
+        assertTrue(all.get(3).terminal());
+        assertFalse(await(store.finishRun(withStatus(queued, "completed"), null, false)), "a run ends once");
+        assertEquals(-1, await(store.renewRun(queued.id(), "in_progress", Duration.ofSeconds(30))));
+        assertFalse(await(store.requestCancel(queued.id())));
+        assertEquals("cancelled", await(store.runState(queued.id())).status());
+        assertEquals(cancelled, await(store.get(queued.id(), OWNER)));
+
+        assertTrue(await(store.delete(queued.id(), OWNER)));
+        assertNull(await(store.runState(queued.id())));
+        assertEquals(List.of(), await(store.events(queued.id(), -1, 100)));
+    }
+
+    @Test
+    void aLapsedLeaseLetsAnotherReplicaEndTheRun() {
+        ResponseStore store = defaults();
+        StoredResponse queued = withStatus(record(ResponseIds.newConversation(), null, OWNER, "bg"), "queued");
+        await(store.startRun(queued, Duration.ofMillis(300)));
+        assertFalse(await(store.finishRun(withStatus(queued, "failed"), frame("response.failed", -1), true)), "the lease still holds");
+        elapse(Duration.ofMillis(500));
+        assertTrue(await(store.runState(queued.id())).lapsed());
+        assertTrue(await(store.finishRun(withStatus(queued, "failed"), frame("response.failed", -1), true)));
+        assertEquals(List.of(new StoredEvent(0, frame("response.failed", 0))), await(store.events(queued.id(), -1, 10)));
+        assertEquals("failed", await(store.get(queued.id(), OWNER)).response().path("status").asText());
+        assertFalse(await(store.runState(queued.id())).lapsed(), "an ended run is not lapsed");
+    }
+
+    @Test
+    void aCancellationReachesEverySubscriber() throws Exception {
+        ResponseStore store = defaults();
+        StoredResponse queued = withStatus(record(ResponseIds.newConversation(), null, OWNER, "bg"), "queued");
+        await(store.startRun(queued, Duration.ofSeconds(30)));
+        CompletableFuture<String> heard = new CompletableFuture<>();
+        var subscription = store.cancellations().subscribe().with(id -> { if (id.equals(queued.id())) heard.complete(id); });
+        try {
+            // the subscription may take a moment to be registered (Redis SUBSCRIBE): ask until heard
+            long deadline = System.nanoTime() + WAIT.toNanos();
+            while (!heard.isDone() && System.nanoTime() < deadline) {
+                await(store.requestCancel(queued.id()));
+                try {
+                    heard.get(200, java.util.concurrent.TimeUnit.MILLISECONDS);
+                } catch (java.util.concurrent.TimeoutException notYet) {
+                    // ask again
+                }
+            }
+            assertEquals(queued.id(), heard.getNow(null));
+        } finally {
+            subscription.cancel();
+        }
+    }
 }

@@ -4,8 +4,10 @@ import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.ResponsesApi;
 import dev.ortserve.api.http.HttpEdgeRoutes;
 import dev.ortserve.api.http.SseWriter;
+import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
+import dev.ortserve.service.responses.ResponseCompaction;
 import dev.ortserve.service.responses.ResponsesService;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpServerRequest;
@@ -22,6 +24,9 @@ public class ResponsesResource implements ResponsesApi {
     ResponsesService responses;
 
     @Inject
+    ResponseCompaction compaction;
+
+    @Inject
     HttpEdgeRoutes edge;
 
     @Context
@@ -30,15 +35,34 @@ public class ResponsesResource implements ResponsesApi {
     @Override
     public Uni<Response> createResponse(CreateResponseRequest req) {
         boolean stream = Boolean.TRUE.equals(req.getStream());
-        return responses.start(req, edge.ownerOf(http)).flatMap(run -> stream
+        String owner = edge.ownerOf(http);
+        if (Boolean.TRUE.equals(req.getBackground())) {
+            return responses.start(req, owner).flatMap(responses::startBackground).flatMap(queued -> stream
+                    ? responses.follow(queued.path("id").asText(), owner, -1).flatMap(events -> SseWriter.stream(http.response(), events))
+                    : Uni.createFrom().item(Response.ok(queued).build()));
+        }
+        return responses.start(req, owner).flatMap(run -> stream
                 ? SseWriter.stream(http.response(), run.frames())
                 : run.complete().map(r -> Response.ok(r).build()));
     }
 
     @Override
-    public Uni<Response> getResponse(String responseId, List<Includable> include) {
+    public Uni<Response> compactResponse(CompactResponseRequest req) {
+        return compaction.compact(req, edge.ownerOf(http)).map(r -> Response.ok(r).build());
+    }
+
+    @Override
+    public Uni<Response> getResponse(String responseId, List<Includable> include, Boolean stream, Long startingAfter) {
         checkInclude(include);
-        return responses.get(responseId, edge.ownerOf(http)).map(r -> Response.ok(r).build());
+        String owner = edge.ownerOf(http);
+        if (Boolean.TRUE.equals(stream)) {
+            return responses.follow(responseId, owner, startingAfter == null ? -1 : startingAfter)
+                    .flatMap(events -> SseWriter.stream(http.response(), events));
+        }
+        if (startingAfter != null) {
+            throw ApiException.invalidRequest("starting_after", "'starting_after' applies to a stream: add 'stream=true'.");
+        }
+        return responses.get(responseId, owner).map(r -> Response.ok(r).build());
     }
 
     @Override

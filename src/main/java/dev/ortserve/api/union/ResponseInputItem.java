@@ -39,11 +39,12 @@ public final class ResponseInputItem extends OneOf {
                 case "function_call_output" -> ResponseFunctionCallOutputItem.class;
                 case "reasoning" -> ResponseReasoningItem.class;
                 case "item_reference" -> ResponseItemReference.class;
+                case "compaction" -> dev.ortserve.api.model.ResponseCompactionItem.class;
                 default -> null;
             };
             if (member == null) {
                 return UnionReader.fail(ctxt, ResponseInputItem.class, "unsupported input item type '" + t
-                        + "' (supported: message, function_call, function_call_output, reasoning, item_reference)");
+                        + "' (supported: message, function_call, function_call_output, reasoning, item_reference, compaction)");
             }
             return new ResponseInputItem(UnionReader.value(ctxt, node, member));
         }

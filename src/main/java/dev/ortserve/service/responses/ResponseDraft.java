@@ -5,13 +5,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.model.CreateResponseRequest;
-import dev.ortserve.api.resource.ChatResource;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.parse.ChatOutput;
 import dev.ortserve.service.parse.ToolCallParser;
 import dev.ortserve.store.ResponseIds;
 
+import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 
@@ -27,24 +29,34 @@ final class ResponseDraft {
     final String model;
     final CreateResponseRequest request;
     final boolean store;
+    final boolean background;
     final double temperature;
     final double topP;
+    final double presencePenalty;
+    final double frequencyPenalty;
     final boolean withLogprobs;
     private final ObjectMapper mapper;
     private String reasoningId;
     private String messageId;
     private final List<String[]> callIds = new ArrayList<>();
 
+    /** The sampling values the response reports: what the engine used, defaults included. */
+    record Sampling(double temperature, double topP, double presencePenalty, double frequencyPenalty) {
+    }
+
     ResponseDraft(ObjectMapper mapper, String id, long createdAt, String model, CreateResponseRequest request, boolean store,
-                  double temperature, double topP, boolean withLogprobs) {
+                  Sampling sampling, boolean withLogprobs) {
         this.mapper = mapper;
         this.id = id;
         this.createdAt = createdAt;
         this.model = model;
         this.request = request;
         this.store = store;
-        this.temperature = temperature;
-        this.topP = topP;
+        this.background = Boolean.TRUE.equals(request.getBackground());
+        this.temperature = sampling.temperature();
+        this.topP = sampling.topP();
+        this.presencePenalty = sampling.presencePenalty();
+        this.frequencyPenalty = sampling.frequencyPenalty();
         this.withLogprobs = withLogprobs;
     }
 
@@ -64,11 +76,13 @@ final class ResponseDraft {
         return callIds.get(k);
     }
 
-    /** The calls this response reports: all of them, or the first only when parallel_tool_calls is false. */
+    /** The calls this response reports: all of them, the first only when parallel_tool_calls is false, at most max_tool_calls. */
     List<ToolCallParser.ToolCall> calls(ChatOutput out) {
         List<ToolCallParser.ToolCall> calls = out.calls();
-        if (Boolean.FALSE.equals(request.getParallelToolCalls()) && calls.size() > 1) return calls.subList(0, 1);
-        return calls;
+        int max = calls.size();
+        if (Boolean.FALSE.equals(request.getParallelToolCalls())) max = Math.min(max, 1);
+        if (request.getMaxToolCalls() != null) max = Math.min(max, request.getMaxToolCalls());
+        return calls.subList(0, max);
     }
 
     static boolean hasMessage(ChatOutput out, List<ToolCallParser.ToolCall> calls) {
@@ -112,8 +126,24 @@ final class ResponseDraft {
         return part;
     }
 
+    /** Token logprobs in the chat completions form (token, logprob, bytes, top_logprobs). */
     JsonNode logprobs(List<TokenLogprob> logprobs) {
-        return mapper.valueToTree(ChatResource.logprobs(logprobs == null ? List.of() : logprobs).getContent());
+        ArrayNode out = mapper.createArrayNode();
+        if (logprobs == null) return out;
+        for (TokenLogprob lp : logprobs) {
+            ObjectNode token = tokenLogprob(out.addObject(), lp.token(), lp.logprob());
+            ArrayNode top = token.putArray("top_logprobs");
+            for (TokenLogprob.Top t : lp.top()) tokenLogprob(top.addObject(), t.token(), t.logprob());
+        }
+        return out;
+    }
+
+    private static ObjectNode tokenLogprob(ObjectNode node, String token, float logprob) {
+        // -inf (a token masked out) is not JSON: reported as vLLM does
+        node.put("token", token).put("logprob", BigDecimal.valueOf(Float.isFinite(logprob) ? logprob : -9999.0f));
+        ArrayNode bytes = node.putArray("bytes");
+        for (byte b : token.getBytes(StandardCharsets.UTF_8)) bytes.add(b & 0xFF);
+        return node;
     }
 
     ObjectNode callItem(int k, String name, String arguments, String status) {
@@ -122,10 +152,23 @@ final class ResponseDraft {
                 .put("name", name).put("arguments", arguments).put("status", status);
     }
 
-    /** The response object: every field OpenAI reports, nulls included, so SDKs find what they require. */
+    static boolean terminal(String status) {
+        return switch (status) {
+            case "completed", "incomplete", "failed", "cancelled" -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * The response object: every field of the 2026 object (OpenAI's and Open Responses'), nulls
+     * included, so strict client schemas find what they require; completed_at is set for a final status.
+     */
     ObjectNode response(String status, List<ObjectNode> output, ObjectNode usage, String incompleteReason, ObjectNode error) {
         ObjectNode r = mapper.createObjectNode();
-        r.put("id", id).put("object", "response").put("created_at", createdAt).put("status", status).put("background", false);
+        r.put("id", id).put("object", "response").put("created_at", createdAt);
+        if (terminal(status)) r.put("completed_at", Instant.now().getEpochSecond());
+        else r.putNull("completed_at");
+        r.put("status", status).put("background", background);
         r.set("error", error == null ? mapper.nullNode() : error);
         if (incompleteReason == null) r.putNull("incomplete_details");
         else r.putObject("incomplete_details").put("reason", incompleteReason);
@@ -145,10 +188,22 @@ final class ResponseDraft {
         r.set("tool_choice", mapper.valueToTree(request.getToolChoice() == null ? ToolChoice.of(ToolChoice.Mode.AUTO) : request.getToolChoice()));
         r.set("tools", mapper.valueToTree(request.getTools() == null ? List.of() : request.getTools()));
         r.put("top_p", topP);
+        r.put("top_logprobs", request.getTopLogprobs() == null ? 0 : request.getTopLogprobs());
+        r.put("presence_penalty", presencePenalty);
+        r.put("frequency_penalty", frequencyPenalty);
+        if (request.getMaxToolCalls() == null) r.putNull("max_tool_calls");
+        else r.put("max_tool_calls", request.getMaxToolCalls());
         r.put("truncation", request.getTruncation() == null ? "disabled" : request.getTruncation().toString());
-        if (usage != null) r.set("usage", usage);
+        r.set("usage", usage == null ? mapper.nullNode() : usage);
         r.put("user", request.getUser());
         r.set("metadata", mapper.valueToTree(request.getMetadata() == null ? java.util.Map.of() : request.getMetadata()));
+        r.put("service_tier", request.getServiceTier() == null ? null : request.getServiceTier().toString());
+        r.put("safety_identifier", request.getSafetyIdentifier());
+        r.put("prompt_cache_key", request.getPromptCacheKey());
+        r.put("prompt_cache_retention", request.getPromptCacheRetention() == null ? null : request.getPromptCacheRetention().toString());
+        r.putNull("conversation");
+        r.putNull("prompt");
+        r.putNull("access_programs");
         return r;
     }
 

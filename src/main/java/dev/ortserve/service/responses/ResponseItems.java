@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.error.ApiException;
+import dev.ortserve.api.model.ResponseCompactionItem;
 import dev.ortserve.api.model.ResponseContentPart;
 import dev.ortserve.api.model.ResponseFunctionCallItem;
 import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
@@ -43,7 +44,12 @@ final class ResponseItems {
      * This request's input as stored items: a string is one user message; content strings become
      * text parts; items without an id get one; item references are replaced by the item they name.
      */
-    List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references) {
+    /** Opens a compaction item into the items it stands for (a summary message, then the turns kept verbatim). */
+    interface Compactions {
+        List<ObjectNode> open(String encryptedContent, String param);
+    }
+
+    List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references, Compactions compactions) {
         List<ObjectNode> out = new ArrayList<>();
         if (input.isText()) {
             out.add(message(ResponseIds.item("msg"), "user", List.of(textPart("input_text", input.text()))));
@@ -68,7 +74,10 @@ final class ResponseItems {
                         parts.add(part(given.get(j), partType, param + ".content[" + j + "]"));
                     }
                 }
-                out.add(message(idOr(m.getId(), "msg"), role, parts));
+                ObjectNode message = message(idOr(m.getId(), "msg"), role, parts);
+                // phase (commentary / final_answer) is kept and listed by input_items; the template sees the text as before
+                if (m.getPhase() != null) message.put("phase", m.getPhase().toString());
+                out.add(message);
             } else if (item instanceof ResponseFunctionCallItem c) {
                 ObjectNode node = mapper.createObjectNode().put("type", "function_call").put("id", idOr(c.getId(), "fc"))
                         .put("call_id", c.getCallId()).put("name", c.getName()).put("arguments", c.getArguments()).put("status", "completed");
@@ -84,6 +93,8 @@ final class ResponseItems {
                 node.set("summary", mapper.valueToTree(r.getSummary() == null ? List.of() : r.getSummary()));
                 node.set("content", mapper.valueToTree(r.getContent() == null ? List.of() : r.getContent()));
                 out.add(node);
+            } else if (item instanceof ResponseCompactionItem c) {
+                out.addAll(compactions.open(c.getEncryptedContent(), param + ".encrypted_content"));
             } else if (item instanceof ResponseItemReference ref) {
                 JsonNode found = references.apply(ref.getId());
                 if (found == null) {

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.error.ApiException;
-import dev.ortserve.api.resource.CompletionsResource;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
@@ -42,6 +41,12 @@ public final class ResponseRun {
     private final ArrayNode input;
     private final TextTokenizer tokenizer;
     private final int promptTokens;
+    /** The stream being produced (background runs read what it has generated so far when they are stopped). */
+    private volatile StreamState current;
+    /** A background run whose end another party (a cancel, a lapsed lease, a drain) wrote first. */
+    private volatile boolean endedElsewhere;
+    /** A background run whose final record this replica wrote (its terminal event may still be on its way to the store). */
+    private volatile boolean finishedHere;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
                 String owner, ArrayNode input, TextTokenizer tokenizer, int promptTokens) {
@@ -64,7 +69,7 @@ public final class ResponseRun {
         int cached;
         FinishReason finish;
 
-        void add(TokenEvent e) {
+        synchronized void add(TokenEvent e) {
             cached = e.cachedTokens();
             text.append(e.textDelta());
             if (e.logprob() != null) logprobs.add(e.logprob());
@@ -98,14 +103,23 @@ public final class ResponseRun {
 
     private Uni<Void> persist(ObjectNode response) {
         if (!draft.store) return Uni.createFrom().voidItem();
+        if (draft.background) {
+            // the run ends once: a cancel or a lapsed lease may have ended it already
+            return store.finishRun(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input), null, false)
+                    .onFailure().transform(ResponseRun::storeFailure).invoke(won -> {
+                        endedElsewhere = !won;
+                        finishedHere = won;
+                    }).replaceWithVoid();
+        }
         return store.put(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input))
                 .onFailure().transform(ResponseRun::storeFailure);
     }
 
     static Throwable storeFailure(Throwable f) {
         if (f instanceof StoreUnavailableException u) {
-            return ApiException.unavailable("The conversation store is unavailable: " + u.getMessage() + ". Retry shortly, or send 'store': false.",
-                    "store_unavailable");
+            // the store's own words (hosts, ports) go to the log, not to clients
+            LOG.warnf("Conversation store unavailable: %s", u.getMessage());
+            return ApiException.unavailable("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
         }
         if (f instanceof RecordTooLargeException r) {
             return ApiException.invalidRequest("store", "The response cannot be stored: " + r.getMessage()
@@ -120,9 +134,62 @@ public final class ResponseRun {
 
     // ------------------------------------------------------------------ streaming
 
+    // ------------------------------------------------------------------ background runs
+
+    public String id() {
+        return draft.id;
+    }
+
+    String owner() {
+        return owner;
+    }
+
+    boolean background() {
+        return draft.background;
+    }
+
+    boolean endedElsewhere() {
+        return endedElsewhere;
+    }
+
+    boolean finishedHere() {
+        return finishedHere;
+    }
+
+    /** The record a background run is stored with before it starts. */
+    StoredResponse queued() {
+        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
+    }
+
+    /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
+    StoredResponse interrupted(String status, ObjectNode error) {
+        StreamState st = current;
+        List<ObjectNode> items = List.of();
+        int tokens = 0, cached = 0;
+        if (st != null) {
+            String text;
+            List<TokenLogprob> logprobs;
+            synchronized (st.generated) {
+                text = st.generated.text.toString();
+                logprobs = new ArrayList<>(st.generated.logprobs);
+                tokens = st.generated.tokens;
+                cached = st.generated.cached;
+            }
+            if (!text.isEmpty()) items = draft.items(parsers.parse(text), true, logprobs);
+        }
+        ObjectNode response = draft.response(status, items, draft.usage(promptTokens, cached, tokens, 0), null, error);
+        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input);
+    }
+
+    /** Drops an admitted generation that will never be read (its background run could not be stored). */
+    void abandon() {
+        events.subscribe().with(e -> { }, f -> { }).cancel();
+    }
+
     /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
     public Multi<String> frames() {
         StreamState st = new StreamState();
+        current = st;
         Multi<String> head = Multi.createFrom().items(() -> java.util.stream.Stream.of(
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
@@ -145,9 +212,16 @@ public final class ResponseRun {
         });
         return Multi.createBy().concatenating().streams(head, body, tail)
                 .onFailure().recoverWithItem(f -> {
-                    ApiException api = CompletionsResource.streamError(f);
+                    ApiException api = streamError(f);
                     return st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage());
                 });
+    }
+
+    /** A failure after the stream started, as the response.failed event reports it (runtime details stay in the log). */
+    static ApiException streamError(Throwable failure) {
+        if (failure instanceof ApiException api) return api;
+        LOG.error("A response's generation failed", failure);
+        return new ApiException(500, "server_error", "The server had an error while generating; the generation was stopped.", null, "generation_failed");
     }
 
     private ObjectNode lifecycle(ObjectNode response) {

@@ -28,6 +28,7 @@ import dev.ortserve.store.ResponseIds;
 import dev.ortserve.store.ResponseStore;
 import dev.ortserve.store.StoredResponse;
 import dev.ortserve.store.StoredResponseCodec;
+import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
@@ -69,6 +70,12 @@ public class ResponsesService {
     @Inject
     StructuredOutputs structured;
 
+    @Inject
+    BackgroundRuns background;
+
+    @Inject
+    ResponseCompaction compaction;
+
     /** Checks the request, loads its conversation and admits its generation; fails before any model work on bad input. */
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner) {
         host.requireModel(req.getModel());
@@ -88,8 +95,8 @@ public class ResponsesService {
         if (req.getInput() == null) {
             throw ApiException.invalidRequest("input", "'input' is required: a string or an array of input items.");
         }
-        if (Boolean.TRUE.equals(req.getBackground())) {
-            throw ApiException.unsupported("background", "Background mode is not supported by this server yet; omit 'background' or set it to false.");
+        if (Boolean.TRUE.equals(req.getBackground()) && Boolean.FALSE.equals(req.getStore())) {
+            throw ApiException.invalidRequest("background", "A background response is stored so that it can be read later: 'background': true needs 'store' true (or unset).");
         }
         if (req.getText() != null && req.getText().getVerbosity() != null) {
             throw ApiException.unsupported("text.verbosity", "'text.verbosity' is not supported by this server.");
@@ -146,7 +153,7 @@ public class ResponsesService {
             turnItems.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
             turns.add(turnItems);
         }
-        List<ObjectNode> input = items.normalize(req.getInput(), known::get);
+        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner));
         ArrayNode inputArray = mapper.createArrayNode();
         input.forEach(inputArray::add);
 
@@ -156,8 +163,8 @@ public class ResponsesService {
         long createdAt = Instant.now().getEpochSecond();
         if (storeIt) {
             // sized with the request's sampling values (the defaults differ by a few bytes at most; put() enforces the exact cap)
-            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true,
-                    req.getTemperature() == null ? 1.0 : req.getTemperature().doubleValue(), req.getTopP() == null ? 1.0 : req.getTopP().doubleValue(),
+            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true, new ResponseDraft.Sampling(
+                    number(req.getTemperature(), 1.0), number(req.getTopP(), 1.0), number(req.getPresencePenalty(), 0), number(req.getFrequencyPenalty(), 0)),
                     false), owner, inputArray, conversation);
         }
 
@@ -184,18 +191,23 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null, null, null, null, null,
+        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null,
+                req.getFrequencyPenalty(), req.getPresencePenalty(), null, null,
                 req.getMaxOutputTokens(), "max_output_tokens", null, null, null, null, null,
                 parsers.active() ? Boolean.FALSE : null, topLogprobs);
         SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
         if (constraint != null) sampling = sampling.withConstraint(constraint);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
                 req.getMaxOutputTokens() != null);
-        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt,
-                sampling.temperature(), sampling.topP(), logprobs);
+        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
+                sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
         return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+    }
+
+    private static double number(java.math.BigDecimal value, double unset) {
+        return value == null ? unset : value.doubleValue();
     }
 
     /** The grammar the output must follow: a forced function call or the text format; null for free text. */
@@ -283,9 +295,26 @@ public class ResponsesService {
 
     // ------------------------------------------------------------------ reads
 
-    /** The stored response object, or a 404. */
+    /** The stored response object (a running background response with its current status), or a 404. */
     public Uni<JsonNode> get(String id, String owner) {
-        return found(id, owner).map(StoredResponse::response);
+        return found(id, owner).flatMap(r -> background.settle(r, "failed").onFailure().transform(ResponseRun::storeFailure))
+                .map(StoredResponse::response);
+    }
+
+    /** Starts an admitted background run on this replica: the queued response object, at once. */
+    public Uni<ObjectNode> startBackground(ResponseRun run) {
+        return background.start(run);
+    }
+
+    /** A background response's events after {@code startingAfter}, then the live ones to the terminal event. */
+    public Uni<Multi<String>> follow(String id, String owner, long startingAfter) {
+        return found(id, owner).map(r -> {
+            if (!r.response().path("background").asBoolean()) {
+                throw ApiException.invalidRequest("stream", "Only background responses can be streamed after they were created; response '" + id
+                        + "' was not created with 'background': true.");
+            }
+            return background.follow(r, startingAfter);
+        });
     }
 
     public Uni<ObjectNode> delete(String id, String owner) {
@@ -326,12 +355,15 @@ public class ResponsesService {
         throw ApiException.invalidRequest(param, "'" + param + "' names no input item of this response: '" + id + "'.");
     }
 
-    /** Background mode does not exist here, so no response can be cancelled: 400 for a known one, 404 otherwise. */
+    /** Cancels a background response (400 for another response, 404 when unknown); one that has ended is returned as it is. */
     public Uni<JsonNode> cancel(String id, String owner) {
-        return found(id, owner).map(r -> {
-            throw ApiException.invalidRequest(null, "Only responses created with 'background': true can be cancelled; response '" + id
-                    + "' was not.");
-        });
+        return found(id, owner).flatMap(r -> {
+            if (!r.response().path("background").asBoolean()) {
+                throw ApiException.invalidRequest(null, "Only responses created with 'background': true can be cancelled; response '" + id
+                        + "' was not.");
+            }
+            return background.cancel(r).onFailure().transform(ResponseRun::storeFailure);
+        }).map(StoredResponse::response);
     }
 
     private Uni<StoredResponse> found(String id, String owner) {

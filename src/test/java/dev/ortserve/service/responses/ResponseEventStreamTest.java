@@ -60,7 +60,8 @@ class ResponseEventStreamTest {
 
     static List<JsonNode> run(String text, FinishReason finish, boolean tools) throws Exception {
         CreateResponseRequest req = new CreateResponseRequest().model("tiny");
-        ResponseDraft draft = new ResponseDraft(JSON, ResponseIds.newConversation(), 1_700_000_000L, "tiny", req, false, 1.0, 1.0, false);
+        ResponseDraft draft = new ResponseDraft(JSON, ResponseIds.newConversation(), 1_700_000_000L, "tiny", req, false,
+                new ResponseDraft.Sampling(1.0, 1.0, 0, 0), false);
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), tools ? Parsers.toolCalls("hermes") : null,
                 Map.of("get_weather", Map.of("type", "object", "properties", Map.of("city", Map.of("type", "string")))));
         ResponseRun run = new ResponseRun(draft, scripted(text, 3, finish), parsers, JSON, null, "", JSON.createArrayNode(), tokenizer, 10);
