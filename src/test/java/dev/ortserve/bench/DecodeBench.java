@@ -135,6 +135,25 @@ final class DecodeBench {
         }
     }
 
+    /** {@code streams} greedy sequences of the engine driven directly, all admitted at once; token arrival times per stream. */
+    static Stats engine(dev.ortserve.engine.GenerationEngine engine, int[][] prompts, int streams, int output, String label) throws Exception {
+        dev.ortserve.engine.SamplingParams params = new dev.ortserve.engine.SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, output, 0, true,
+                List.of(), List.of(), false, true, null);
+        List<List<Long>> arrivals = new ArrayList<>();
+        List<CompletableFuture<Void>> done = new ArrayList<>();
+        long start = System.nanoTime();
+        for (int s = 0; s < streams; s++) {
+            List<Long> times = java.util.Collections.synchronizedList(new ArrayList<>());
+            arrivals.add(times);
+            CompletableFuture<Void> f = new CompletableFuture<>();
+            done.add(f);
+            engine.generate(new dev.ortserve.engine.GenerationRequest("bench-" + s, prompts[s], params))
+                    .subscribe().with(e -> times.add(System.nanoTime()), f::completeExceptionally, () -> f.complete(null));
+        }
+        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).get();
+        return stats(label, streams, start, arrivals);
+    }
+
     static LongBuffer ones(int n) {
         long[] v = new long[n];
         Arrays.fill(v, 1);

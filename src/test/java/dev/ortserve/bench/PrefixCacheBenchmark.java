@@ -117,9 +117,9 @@ class PrefixCacheBenchmark {
         report.append(DecodeBench.TABLE_HEAD);
         for (boolean on : new boolean[] {false, true}) {
             try (GenerationEngine engine = new ContinuousBatchingEngine(host.model(), on ? options : options.withPrefixCacheBytes(0))) {
-                decode(engine, prompts, 1, 8, "warm-up");
+                DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
                 for (int n : new int[] {1, streams}) {
-                    report.append(decode(engine, prompts, n, 64, "engine, prefix cache " + (on ? "on" : "off")).row()).append('\n');
+                    report.append(DecodeBench.engine(engine, prompts, n, 64, "engine, prefix cache " + (on ? "on" : "off")).row()).append('\n');
                 }
             }
         }
@@ -172,21 +172,4 @@ class PrefixCacheBenchmark {
         return sorted.get(sorted.size() / 2);
     }
 
-    static DecodeBench.Stats decode(GenerationEngine engine, int[][] prompts, int streams, int output, String label) throws Exception {
-        SamplingParams params = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, output, 0, true,
-                List.of(), List.of(), false, true, null);
-        List<List<Long>> arrivals = new ArrayList<>();
-        List<CompletableFuture<Void>> done = new ArrayList<>();
-        long start = System.nanoTime();
-        for (int s = 0; s < streams; s++) {
-            List<Long> times = Collections.synchronizedList(new ArrayList<>());
-            arrivals.add(times);
-            CompletableFuture<Void> f = new CompletableFuture<>();
-            done.add(f);
-            Multi<TokenEvent> events = engine.generate(new GenerationRequest("bench-" + s, prompts[s], params));
-            events.subscribe().with(e -> times.add(System.nanoTime()), f::completeExceptionally, () -> f.complete(null));
-        }
-        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).get();
-        return DecodeBench.stats(label, streams, start, arrivals);
-    }
 }

@@ -107,22 +107,7 @@ class ServingBenchmark {
     // ------------------------------------------------------------------ (b) the engine, driven directly
 
     DecodeBench.Stats engine(int[][] prompts, int streams, int output) throws Exception {
-        GenerationEngine engine = host.engine();
-        SamplingParams params = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, output, 0, true,
-                List.of(), List.of(), false, true, null);
-        List<List<Long>> arrivals = new ArrayList<>();
-        List<CompletableFuture<Void>> done = new ArrayList<>();
-        long start = System.nanoTime();
-        for (int s = 0; s < streams; s++) {
-            List<Long> times = Collections.synchronizedList(new ArrayList<>());
-            arrivals.add(times);
-            CompletableFuture<Void> f = new CompletableFuture<>();
-            done.add(f);
-            Multi<TokenEvent> events = engine.generate(new GenerationRequest("bench-" + s, prompts[s], params));
-            events.subscribe().with(e -> times.add(System.nanoTime()), f::completeExceptionally, () -> f.complete(null));
-        }
-        CompletableFuture.allOf(done.toArray(CompletableFuture[]::new)).get();
-        return DecodeBench.stats("engine (direct)", streams, start, arrivals);
+        return DecodeBench.engine(host.engine(), prompts, streams, output, "engine (direct)");
     }
 
 }

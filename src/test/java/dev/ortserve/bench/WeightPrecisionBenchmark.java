@@ -65,9 +65,9 @@ class WeightPrecisionBenchmark {
                 rates[0] = DecodeBench.plainLoop(model, model.session(), prompts, 1, OUTPUT).decodeTokensPerSecond();
                 rates[1] = DecodeBench.plainLoop(model, model.session(), prompts, STREAMS, OUTPUT).decodeTokensPerSecond();
                 try (GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-                    PrefixCacheBenchmark.decode(engine, prompts, 1, 8, "warm-up");
-                    rates[2] = PrefixCacheBenchmark.decode(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond();
-                    rates[3] = PrefixCacheBenchmark.decode(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond();
+                    DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
+                    rates[2] = DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond();
+                    rates[3] = DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond();
                 }
                 if (reference == null) reference = rates;
                 String[] paths = {"plain loop", "plain loop", "engine", "engine"};
