@@ -186,6 +186,10 @@ public interface OrtserveConfig {
         @WithDefault("model")
         String weightPrecision();
 
+        /** RMSNorm subgraphs are fused into onnxruntime's SimplifiedLayerNormalization on load (a graph rewrite, checked like the others). */
+        @WithDefault("true")
+        boolean fuseNorms();
+
         /** The head runs on each prompt's last position only (a graph rewrite on load); false serves the graph as exported. */
         @WithDefault("true")
         boolean lastPositionLogits();

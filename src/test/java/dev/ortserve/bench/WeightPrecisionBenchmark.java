@@ -55,8 +55,10 @@ class WeightPrecisionBenchmark {
         record Config(String label, RewriteOptions rewrite) { }
         for (Config c : List.of(new Config("fp32 as exported", RewriteOptions.NONE),
                 new Config("fp32, last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
+                new Config("fp32, last-position logits, fused RMSNorm", new RewriteOptions(true, WeightPrecision.MODEL, true)),
                 new Config("int8 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT8)),
-                new Config("int4 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT4)))) {
+                new Config("int4 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT4)),
+                new Config("int4, fused RMSNorm", new RewriteOptions(true, WeightPrecision.INT4, true)))) {
             EngineOptions options = base.withRewrite(c.rewrite(), cache);
             try (LoadedModel model = ModelLoader.load(bench, options)) {
                 int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());

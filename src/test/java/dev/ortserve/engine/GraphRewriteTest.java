@@ -106,9 +106,11 @@ class GraphRewriteTest {
     void rewrittenReferenceDecodersReproducePyTorchsGreedyIds(String fixture) throws Exception {
         Path fixtureDir = Path.of("src/test/resources/fixtures", fixture);
         JsonNode reference = new ObjectMapper().readTree(fixtureDir.resolve("reference.json").toFile());
-        EngineOptions options = rewriting(dir.resolve("cache-" + fixture), true, WeightPrecision.MODEL);
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true), dir.resolve("cache-" + fixture));
         try (LoadedModel model = ModelLoader.load(fixtureDir, options)) {
             assertTrue(model.lastPositionLogits(), fixture);
+            // the torch exporter's norms (Pow, Div, weights shared through Identity nodes): all five fused
+            assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
             List<int[]> prompts = new ArrayList<>();
             for (JsonNode ref : reference.get("refs")) prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
             List<List<Integer>> got = greedy(model, options, prompts, 24);
@@ -118,6 +120,20 @@ class GraphRewriteTest {
                 ref.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
                 assertEquals(expected, got.get(i++), "greedy ids of '" + ref.get("prompt").asText() + "'");
             }
+        }
+    }
+
+    @Test
+    void fusedNormsKeepGreedyOutputAloneAndBatched() throws Exception {
+        List<List<Integer>> plain;
+        try (LoadedModel model = ModelLoader.load(tiny, EngineOptions.defaults())) {
+            plain = greedy(model, EngineOptions.defaults(), prompts(model), 20);
+        }
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(false, WeightPrecision.MODEL, true), dir.resolve("cache-fused"));
+        try (LoadedModel model = ModelLoader.load(tiny, options)) {
+            // two norms per layer and the final one
+            assertEquals(List.of("RMSNorm fused (" + (2 * ModelSize.TINY.layers + 1) + " SimplifiedLayerNormalization)"), model.rewrites());
+            assertEquals(plain, greedy(model, options, prompts(model), 20));
         }
     }
 

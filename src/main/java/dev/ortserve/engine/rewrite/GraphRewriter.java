@@ -34,7 +34,7 @@ public final class GraphRewriter {
     private static final ObjectMapper JSON = new ObjectMapper();
     public static final String LAST_POSITION_LOGITS = "last-position logits";
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "1";
+    static final String VERSION = "2";
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came
@@ -71,6 +71,11 @@ public final class GraphRewriter {
             int n = BlockQuantizedWeights.apply(g, options.precision().bits);
             if (n > 0) applied.add(options.precision().name().toLowerCase() + " weights (" + n + " MatMuls)");
             else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 constant-weight MatMul (already quantized?)");
+        }
+        if (options.fuseNorms()) {
+            int n = RmsNormFusion.apply(g);
+            if (n > 0) applied.add("RMSNorm fused (" + n + " SimplifiedLayerNormalization)");
+            else skipped.add("RMSNorm fusion: no RMSNorm subgraph of the known shapes");
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;
