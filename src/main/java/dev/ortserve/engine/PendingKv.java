@@ -29,10 +29,6 @@ final class PendingKv implements AutoCloseable {
                 }
             }
         }
-
-        int references() {
-            return references;
-        }
     }
 
     final OnnxTensor[] keys;

@@ -66,11 +66,6 @@ final class Sequence {
         return finished || cancelled;
     }
 
-    /** The i-th token of the sequence: prompt, then generated. */
-    int token(int i) {
-        return i < prompt.length ? prompt[i] : generatedTokens[i - prompt.length];
-    }
-
     /** The first {@code count} tokens of the sequence. */
     int[] tokens(int count) {
         int[] all = Arrays.copyOf(prompt, count);

@@ -6,15 +6,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.engine.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationEngine;
-import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.PrefixCacheStats;
-import dev.ortserve.engine.SamplingParams;
-import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.service.GenerationModelHost;
 import io.quarkus.test.common.http.TestHTTPResource;
 import io.quarkus.test.junit.QuarkusTest;
 import io.quarkus.test.junit.TestProfile;
-import io.smallrye.mutiny.Multi;
 import jakarta.inject.Inject;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -30,9 +26,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import java.util.Random;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * The prefix-cache benchmark (not part of the test run), on the generated `bench` model over HTTP:

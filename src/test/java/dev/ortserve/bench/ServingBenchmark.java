@@ -1,9 +1,5 @@
 package dev.ortserve.bench;
 
-import dev.ortserve.engine.GenerationEngine;
-import dev.ortserve.engine.GenerationRequest;
-import dev.ortserve.engine.SamplingParams;
-import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import dev.ortserve.service.GenerationModelHost;
@@ -11,7 +7,6 @@ import io.quarkus.test.common.http.TestHTTPResource;
 import io.quarkus.test.junit.QuarkusTest;
 import io.quarkus.test.junit.QuarkusTestProfile;
 import io.quarkus.test.junit.TestProfile;
-import io.smallrye.mutiny.Multi;
 import jakarta.inject.Inject;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -22,14 +17,13 @@ import java.net.URL;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 
 /**
  * The serving benchmark (not part of the test run): on the generated `bench` model, measures
- * (a) a plain ONNX Runtime greedy loop with the KV cache fed straight back (the floor), at batch 1
+ * (a) a plain ONNX Runtime greedy loop with the KV cache fed straight back (the floor; on the session the
+ * server serves, so on the same graph as rewritten on load and with the same intra-op threads), at batch 1
  * and batch N, (b) the engine driven directly with 1 and N concurrent requests, (c) the full HTTP
  * path with 1 and N concurrent streaming clients. Run with
  * {@code ./mvnw -Pbench test -Dbench.prompt=64 -Dbench.output=64 -Dbench.concurrency=16};
@@ -74,14 +68,13 @@ class ServingBenchmark {
     void run() throws Exception {
         List<DecodeBench.Stats> rows = new ArrayList<>();
         int[][] prompts = DecodeBench.prompts(Math.max(CONCURRENCY, 1), PROMPT, host.model().spec().vocabSize());
-        int threads = Runtime.getRuntime().availableProcessors();
         String url = base.toString();
         // warm-up of every path
-        DecodeBench.plainLoop(host.model(), threads, prompts, 1, 8);
+        DecodeBench.plainLoop(host.model(), host.model().session(), prompts, 1, 8);
         engine(prompts, 1, 8);
         DecodeBench.http(url, "bench", prompts, 1, 8);
-        rows.add(DecodeBench.plainLoop(host.model(), threads, prompts, 1, OUTPUT));
-        rows.add(DecodeBench.plainLoop(host.model(), threads, prompts, CONCURRENCY, OUTPUT));
+        rows.add(DecodeBench.plainLoop(host.model(), host.model().session(), prompts, 1, OUTPUT));
+        rows.add(DecodeBench.plainLoop(host.model(), host.model().session(), prompts, CONCURRENCY, OUTPUT));
         rows.add(engine(prompts, 1, OUTPUT));
         rows.add(engine(prompts, CONCURRENCY, OUTPUT));
         rows.add(DecodeBench.http(url, "bench", prompts, 1, OUTPUT));
