@@ -75,6 +75,7 @@ public final class GraphRewriter {
             deleteTree(entry);
         }
         Graph g = new Graph(OnnxModelFile.read(modelFile), modelFile.getParent());
+        int nodesBefore = g.graph.getNodeCount();
         List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
         if (options.fuseRotary()) { // first: it evaluates the position subgraph of the graph as exported
             RotaryFusion.Outcome o = RotaryFusion.apply(g, positionIds, positions);
@@ -115,7 +116,8 @@ public final class GraphRewriter {
             deleteTree(tmp);
             throw e;
         }
-        LOG.infof("Rewrote %s in %d ms: %s; cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied), entry);
+        LOG.infof("Rewrote %s in %d ms: %s (%d nodes -> %d); cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied),
+                nodesBefore, g.graph.getNodeCount(), entry);
         return new Result(entry.resolve("model.onnx"), applied, skipped, false, false, entry);
     }
 
