@@ -192,5 +192,9 @@ class GraphRewriteTest {
         assertNull(GraphRewriter.rewrite(tiny.resolve("model.onnx"), "present.0.key",
                 new RewriteOptions(true, WeightPrecision.MODEL), dir.resolve("cache-unfit")));
         assertFalse(Files.exists(dir.resolve("cache-unfit")) && Files.list(dir.resolve("cache-unfit")).findAny().isPresent());
+        // the rotary caches are indexed by the position input: a graph without it is left alone
+        assertNull(GraphRewriter.rewrite(tiny.resolve("model.onnx"), "logits", "no_such_input", 2048,
+                new RewriteOptions(false, WeightPrecision.MODEL, false, true), dir.resolve("cache-unfit-rotary")));
+        assertFalse(Files.exists(dir.resolve("cache-unfit-rotary")) && Files.list(dir.resolve("cache-unfit-rotary")).findAny().isPresent());
     }
 }
