@@ -347,7 +347,9 @@ final class RotaryFusion {
             sub.addOutput(ValueInfoProto.newBuilder().setName(t).setType(TypeProto.newBuilder()
                     .setTensorType(TypeProto.Tensor.newBuilder().setElemType(TensorProto.DataType.FLOAT_VALUE))));
         }
-        ModelProto model = g.model.clone().clearGraph().setGraph(sub).build();
+        // not a clone of the whole model: exports under 2 GB hold their weights inline
+        ModelProto model = ModelProto.newBuilder().setIrVersion(g.model.getIrVersion()).addAllOpsetImport(g.model.getOpsetImportList())
+                .setGraph(sub).build();
         OrtEnvironment env = OrtEnvironment.getEnvironment();
         long last = positions - 1;
         List<OnnxTensor> feeds = new ArrayList<>();
