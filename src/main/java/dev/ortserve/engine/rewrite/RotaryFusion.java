@@ -62,7 +62,7 @@ final class RotaryFusion {
     private record Source(String table, String freq, float scale, int rank) {
     }
 
-    private record Site(NodeProto add, String x, Source cos, Source sin, List<String> nodes) {
+    private record Site(NodeProto add, String x, Source cos, Source sin) {
     }
 
     static Outcome apply(Graph g, String positionIds, int positions) throws IOException {
@@ -98,7 +98,7 @@ final class RotaryFusion {
             if (cache == null) {
                 float[][] cs = s.cos().table() != null ? fromTables(g, s) : fromFrequencies(freqs.get(s.cos().freq()), s, positions);
                 if (cs == null) continue;
-                int half = cs[2].length == 0 ? 0 : (int) cs[2][0];
+                int half = (int) cs[2][0];
                 String cosName = g.unique("rotary_cos_cache"), sinName = g.unique("rotary_sin_cache");
                 g.graph.addInitializer(floatTensor(cosName, cs[0], cs[0].length / half, half));
                 g.graph.addInitializer(floatTensor(sinName, cs[1], cs[1].length / half, half));
@@ -136,8 +136,7 @@ final class RotaryFusion {
                     int rank = cos.rank();
                     if (!lastAxis(Graph.intAttribute(rot, "axis", Long.MIN_VALUE), rank)) continue;
                     if (!halvesOnLastAxis(g, p, halves, rank)) continue;
-                    List<String> nodes = new ArrayList<>(List.of(m1.getName(), m2.getName(), rot.getName(), neg.getName()));
-                    return new Site(add, x, cos, sin, nodes);
+                    return new Site(add, x, cos, sin); // the replaced nodes go with the dead-node pass
                 }
             }
         }
@@ -272,7 +271,7 @@ final class RotaryFusion {
     /** cos and sin caches [rows * half] from gathered tables, and {half} as the third element; null when the halves differ. */
     private static float[][] fromTables(Graph g, Site s) throws IOException {
         TensorProto ct = g.initializer(s.cos().table()), st = g.initializer(s.sin().table());
-        if (ct.getDimsList().equals(st.getDimsList()) == false) return null;
+        if (!ct.getDimsList().equals(st.getDimsList())) return null;
         int rows = (int) ct.getDims(0), d = (int) ct.getDims(1), half = d / 2;
         float[] c = OnnxModelFile.floats(ct, g.sourceDir), sn = OnnxModelFile.floats(st, g.sourceDir);
         float[] cos = new float[rows * half], sin = new float[rows * half];
