@@ -190,6 +190,13 @@ public interface OrtserveConfig {
         @WithDefault("true")
         boolean fuseNorms();
 
+        /**
+         * Rotary-position subgraphs (rotate_half: halves, negate, concatenate, multiply by cos/sin of
+         * the positions) are fused into onnxruntime's RotaryEmbedding on load (a graph rewrite, checked like the others).
+         */
+        @WithDefault("true")
+        boolean fuseRotary();
+
         /** The head runs on each prompt's last position only (a graph rewrite on load); false serves the graph as exported. */
         @WithDefault("true")
         boolean lastPositionLogits();

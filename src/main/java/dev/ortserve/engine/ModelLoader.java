@@ -89,8 +89,9 @@ public final class ModelLoader {
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
         if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(createSession(env, modelFile, options), List.of());
+        int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
-            GraphRewriter.Result cached = GraphRewriter.verifiedEntry(modelFile, wanted, options.rewriteCache());
+            GraphRewriter.Result cached = GraphRewriter.verifiedEntry(modelFile, wanted, context, options.rewriteCache());
             if (cached != null) {
                 LOG.infof("Serving the rewritten graph from %s (%s)", cached.entry(), String.join(", ", cached.applied()));
                 return new Rewritten(createSession(env, cached.file(), options), cached.applied());
@@ -102,7 +103,7 @@ public final class ModelLoader {
         GraphRewriter.Result result;
         try {
             DecoderSpec spec = genai ? genaiSpec(dir, original, options) : optimumSpec(dir, original, options);
-            result = GraphRewriter.rewrite(modelFile, spec.logits(), wanted, options.rewriteCache());
+            result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, wanted, options.rewriteCache());
             if (result == null) return new Rewritten(original, List.of());
             OrtSession candidate = createSession(env, result.file(), options);
             String mismatch = RewriteProbe.compare(env, spec, original, candidate, wanted);
@@ -160,6 +161,16 @@ public final class ModelLoader {
         return p;
     }
 
+    /** The model's own context length (config.json's max_position_embeddings, genai_config.json's context_length; 2048 if unset). */
+    static int modelContext(Path dir, boolean genai) {
+        if (genai) return readJson(dir.resolve("genai_config.json")).path("model").path("context_length").asInt(2048);
+        Path configFile = dir.resolve("config.json");
+        if (!Files.isRegularFile(configFile)) return 2048;
+        JsonNode config = readJson(configFile);
+        JsonNode text = config.has("text_config") ? config.get("text_config") : config;
+        return text.has("max_position_embeddings") ? text.get("max_position_embeddings").asInt() : 2048;
+    }
+
     private static DecoderSpec optimumSpec(Path dir, OrtSession session, EngineOptions options) {
         Path configFile = dir.resolve("config.json");
         if (!Files.isRegularFile(configFile)) {
@@ -173,7 +184,7 @@ public final class ModelLoader {
         int headDim = text.has("head_dim") && text.get("head_dim").isInt() ? text.get("head_dim").asInt()
                 : requiredInt(text, "hidden_size", configFile) / heads;
         int vocab = requiredInt(text, "vocab_size", configFile);
-        int context = text.has("max_position_embeddings") ? text.get("max_position_embeddings").asInt() : 2048;
+        int context = modelContext(dir, false);
         Path genFile = dir.resolve("generation_config.json");
         JsonNode generation = Files.isRegularFile(genFile) ? readJson(genFile) : JSON.createObjectNode();
         Set<Integer> eos = ids(generation.get("eos_token_id"));
@@ -201,7 +212,7 @@ public final class ModelLoader {
         int kvHeads = decoder.has("num_key_value_heads") ? decoder.get("num_key_value_heads").asInt() : heads;
         int headDim = decoder.has("head_size") ? decoder.get("head_size").asInt() : requiredInt(decoder, "hidden_size", configFile) / heads;
         int vocab = requiredInt(model, "vocab_size", configFile);
-        int context = model.path("context_length").asInt(2048);
+        int context = modelContext(dir, true);
         JsonNode search = readJson(configFile).path("search");
         DecoderSpec.Defaults defaults = search.path("do_sample").asBoolean(false)
                 ? new DecoderSpec.Defaults(optDouble(search, "temperature"), optDouble(search, "top_p"),

@@ -25,9 +25,11 @@ import java.util.SplittableRandom;
 /**
  * The weight-precision benchmark (not part of the test run): on the generated `bench` model,
  * decode tokens/s at 1 and N streams of the plain ONNX Runtime loop and of the engine, for the
- * graph as exported and rewritten on load (last-position logits; fp32, int8, int4 weights), all in
+ * graph as exported and rewritten on load (last-position logits; fp32, int8, int4 weights; fused
+ * RMSNorm and rotary), all in
  * one run so the ratios hold on a noisy host; then, on a model with a 128k vocabulary, time to first
- * token of a 3,500-token prompt against a 50-token one with and without last-position logits, and
+ * token of a 3,500-token prompt against a 50-token one as exported, with last-position logits and
+ * with the default rewrites, and
  * the process's peak RSS while prefilling it. Run with
  * {@code ./mvnw -Pbench test -Dtest=WeightPrecisionBenchmark -Dbench.concurrency=16}; the report
  * goes to stdout and target/weight-precision-report.md.
@@ -56,9 +58,11 @@ class WeightPrecisionBenchmark {
         for (Config c : List.of(new Config("fp32 as exported", RewriteOptions.NONE),
                 new Config("fp32, last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
                 new Config("fp32, last-position logits, fused RMSNorm", new RewriteOptions(true, WeightPrecision.MODEL, true)),
+                new Config("fp32, last-position logits, fused RMSNorm + RotaryEmbedding", new RewriteOptions(true, WeightPrecision.MODEL, true, true)),
                 new Config("int8 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT8)),
                 new Config("int4 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT4)),
-                new Config("int4, fused RMSNorm", new RewriteOptions(true, WeightPrecision.INT4, true)))) {
+                new Config("int4, fused RMSNorm", new RewriteOptions(true, WeightPrecision.INT4, true)),
+                new Config("int4, fused RMSNorm + RotaryEmbedding", new RewriteOptions(true, WeightPrecision.INT4, true, true)))) {
             EngineOptions options = base.withRewrite(c.rewrite(), cache);
             try (LoadedModel model = ModelLoader.load(bench, options)) {
                 int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
@@ -85,9 +89,11 @@ class WeightPrecisionBenchmark {
         Path large = ModelGenerator.ensure(ModelSize.VOCAB128K, models);
         report.append("\n128k-vocabulary model (hidden 256, 2 layers), one output token, prefix cache off\n\n");
         report.append("| graph | TTFT 50 tokens ms | TTFT 3,500 tokens ms | ratio | peak RSS during the 3,500 prefill MB |\n|---|---|---|---|---|\n");
-        for (boolean last : new boolean[] {false, true}) {
+        record Ttft(String label, RewriteOptions rewrite) { }
+        for (Ttft t : List.of(new Ttft("as exported", RewriteOptions.NONE), new Ttft("last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
+                new Ttft("last-position logits, fused RMSNorm + RotaryEmbedding (the defaults)", new RewriteOptions(true, WeightPrecision.MODEL, true, true)))) {
             EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
-                    .withRewrite(new RewriteOptions(last, WeightPrecision.MODEL), cache);
+                    .withRewrite(t.rewrite(), cache);
             try (LoadedModel model = ModelLoader.load(large, options);
                  GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
                 SplittableRandom random = new SplittableRandom(3);
@@ -101,7 +107,7 @@ class WeightPrecisionBenchmark {
                     peak = Math.max(peak, peakRssKb());
                 }
                 double s = PrefixCacheBenchmark.median(shortT), l = PrefixCacheBenchmark.median(longT);
-                report.append(String.format("| %s | %.1f | %.1f | %.1fx (goal <= 4x) | %d |%n", last ? "last-position logits" : "as exported",
+                report.append(String.format("| %s | %.1f | %.1f | %.1fx (goal <= 4x) | %d |%n", t.label(),
                         s, l, l / s, peak / 1024));
             }
         }

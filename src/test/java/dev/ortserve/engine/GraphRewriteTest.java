@@ -106,11 +106,13 @@ class GraphRewriteTest {
     void rewrittenReferenceDecodersReproducePyTorchsGreedyIds(String fixture) throws Exception {
         Path fixtureDir = Path.of("src/test/resources/fixtures", fixture);
         JsonNode reference = new ObjectMapper().readTree(fixtureDir.resolve("reference.json").toFile());
-        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true), dir.resolve("cache-" + fixture));
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true), dir.resolve("cache-" + fixture));
         try (LoadedModel model = ModelLoader.load(fixtureDir, options)) {
             assertTrue(model.lastPositionLogits(), fixture);
-            // the torch exporter's norms (Pow, Div, weights shared through Identity nodes): all five fused
-            assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
+            // the torch exporter's rotary (Slice halves, cos/sin computed from position_ids in the graph): q and k of both layers fused;
+            // its norms (Pow, Div, weights shared through Identity nodes): all five fused
+            assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (5 SimplifiedLayerNormalization)"),
+                    model.rewrites());
             List<int[]> prompts = new ArrayList<>();
             for (JsonNode ref : reference.get("refs")) prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
             List<List<Integer>> got = greedy(model, options, prompts, 24);
@@ -133,6 +135,20 @@ class GraphRewriteTest {
         try (LoadedModel model = ModelLoader.load(tiny, options)) {
             // two norms per layer and the final one
             assertEquals(List.of("RMSNorm fused (" + (2 * ModelSize.TINY.layers + 1) + " SimplifiedLayerNormalization)"), model.rewrites());
+            assertEquals(plain, greedy(model, options, prompts(model), 20));
+        }
+    }
+
+    @Test
+    void fusedRotaryKeepsGreedyOutputAloneAndBatched() throws Exception {
+        List<List<Integer>> plain;
+        try (LoadedModel model = ModelLoader.load(tiny, EngineOptions.defaults())) {
+            plain = greedy(model, EngineOptions.defaults(), prompts(model), 20);
+        }
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(false, WeightPrecision.MODEL, false, true), dir.resolve("cache-rotary"));
+        try (LoadedModel model = ModelLoader.load(tiny, options)) {
+            // q (five axes, reshaped around the op) and k of every layer, cos/sin gathered from the generated tables
+            assertEquals(List.of("rotary fused (" + (2 * ModelSize.TINY.layers) + " RotaryEmbedding)"), model.rewrites());
             assertEquals(plain, greedy(model, options, prompts(model), 20));
         }
     }
@@ -176,5 +192,9 @@ class GraphRewriteTest {
         assertNull(GraphRewriter.rewrite(tiny.resolve("model.onnx"), "present.0.key",
                 new RewriteOptions(true, WeightPrecision.MODEL), dir.resolve("cache-unfit")));
         assertFalse(Files.exists(dir.resolve("cache-unfit")) && Files.list(dir.resolve("cache-unfit")).findAny().isPresent());
+        // the rotary caches are indexed by the position input: a graph without it is left alone
+        assertNull(GraphRewriter.rewrite(tiny.resolve("model.onnx"), "logits", "no_such_input", 2048,
+                new RewriteOptions(false, WeightPrecision.MODEL, false, true), dir.resolve("cache-unfit-rotary")));
+        assertFalse(Files.exists(dir.resolve("cache-unfit-rotary")) && Files.list(dir.resolve("cache-unfit-rotary")).findAny().isPresent());
     }
 }

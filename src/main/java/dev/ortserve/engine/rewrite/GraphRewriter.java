@@ -21,7 +21,8 @@ import java.util.List;
 import java.util.stream.Stream;
 
 /**
- * Rewrites a decoder graph on load (last-position logits, block-quantized weights) and keeps the
+ * Rewrites a decoder graph on load (rotary and RMSNorm fusions, last-position logits,
+ * block-quantized weights) and keeps the
  * result in a cache directory keyed by the model file's hash, this rewriter's version and the
  * options, so a restart loads it directly. A cache entry is trusted only if its manifest matches
  * the key and the hashes of the files it lists; anything else is rebuilt. What was done, and how
@@ -48,9 +49,21 @@ public final class GraphRewriter {
 
     /** Null when nothing applies (the original is served). */
     public static Result rewrite(Path modelFile, String logitsName, RewriteOptions options, Path cacheRoot) throws IOException {
+        return rewrite(modelFile, logitsName, "position_ids", 0, options, cacheRoot);
+    }
+
+    /**
+     * Null when nothing applies (the original is served).
+     *
+     * @param positionIds the decoder's position input (the rotary fusion indexes its caches with it)
+     * @param positions   the model's context length: rotary caches computed from the graph cover
+     *                    positions 0 to this minus one (part of the cache key)
+     */
+    public static Result rewrite(Path modelFile, String logitsName, String positionIds, int positions, RewriteOptions options, Path cacheRoot)
+            throws IOException {
         if (!options.any()) return null;
         long start = System.nanoTime();
-        String key = key(modelFile, options);
+        String key = key(modelFile, options, positions);
         Path entry = cacheRoot.resolve(key);
         Result cached = readEntry(entry, key);
         if (cached != null) {
@@ -62,7 +75,13 @@ public final class GraphRewriter {
             deleteTree(entry);
         }
         Graph g = new Graph(OnnxModelFile.read(modelFile), modelFile.getParent());
+        int nodesBefore = g.graph.getNodeCount();
         List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
+        if (options.fuseRotary()) { // first: it evaluates the position subgraph of the graph as exported
+            RotaryFusion.Outcome o = RotaryFusion.apply(g, positionIds, positions);
+            if (o.fused() > 0) applied.add("rotary fused (" + o.fused() + " RotaryEmbedding)");
+            else skipped.add("rotary fusion: " + o.reason());
+        }
         if (options.lastPositionLogits()) {
             String why = LastPositionLogits.apply(g, logitsName);
             if (why == null) applied.add(LAST_POSITION_LOGITS); else skipped.add(LAST_POSITION_LOGITS + ": " + why);
@@ -97,14 +116,20 @@ public final class GraphRewriter {
             deleteTree(tmp);
             throw e;
         }
-        LOG.infof("Rewrote %s in %d ms: %s; cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied), entry);
+        LOG.infof("Rewrote %s in %d ms: %s (%d nodes -> %d); cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied),
+                nodesBefore, g.graph.getNodeCount(), entry);
         return new Result(entry.resolve("model.onnx"), applied, skipped, false, false, entry);
     }
 
     /** A verified cache entry for these options, or null (then load the original and call {@link #rewrite}). */
     public static Result verifiedEntry(Path modelFile, RewriteOptions options, Path cacheRoot) throws IOException {
+        return verifiedEntry(modelFile, options, 0, cacheRoot);
+    }
+
+    /** A verified cache entry for these options and context length, or null. */
+    public static Result verifiedEntry(Path modelFile, RewriteOptions options, int positions, Path cacheRoot) throws IOException {
         if (!options.any()) return null;
-        String key = key(modelFile, options);
+        String key = key(modelFile, options, positions);
         Result r = readEntry(cacheRoot.resolve(key), key);
         return r != null && r.verified() ? r : null;
     }
@@ -143,8 +168,8 @@ public final class GraphRewriter {
         }
     }
 
-    /** The model file's hash, the sizes of its external data files beside it, this version and the options. */
-    static String key(Path modelFile, RewriteOptions options) throws IOException {
+    /** The model file's hash, the sizes of its external data files beside it, this version, the options and (for rotary caches) the context. */
+    static String key(Path modelFile, RewriteOptions options, int positions) throws IOException {
         MessageDigest d = digest();
         d.update(sha256(modelFile).getBytes());
         String prefix = modelFile.getFileName().toString();
@@ -153,7 +178,7 @@ public final class GraphRewriter {
                 d.update((p.getFileName() + ":" + Files.size(p) + ":" + Files.getLastModifiedTime(p).toMillis()).getBytes());
             }
         }
-        d.update((VERSION + ":" + options.key()).getBytes());
+        d.update((VERSION + ":" + options.key() + (options.fuseRotary() ? ":" + positions : "")).getBytes());
         return modelFile.getFileName().toString().replaceAll("[^A-Za-z0-9._-]", "_") + "-" + options.key() + "-"
                 + HexFormat.of().formatHex(d.digest()).substring(0, 16);
     }
