@@ -165,7 +165,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         long started = System.nanoTime();
         List<ForwardPass.Row> in = new ArrayList<>(b);
         for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
-        ForwardPass pass = ForwardPass.of(in, kv.length(), kv.keys(), kv.values());
+        ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.length(), kv.keys(), kv.values());
         long forwardStart = System.nanoTime();
         DecoderRunner.Forward out = runner.run(pass);
         long forward = System.nanoTime() - forwardStart;
@@ -243,7 +243,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             pastLength = Math.max(pastLength, keep[r]);
         }
         try (KvRows past = KvRows.gather(spec, model.environment(), group, keep, pastLength)) {
-            ForwardPass pass = ForwardPass.of(in, pastLength, past.keys(), past.values());
+            ForwardPass pass = ForwardPass.of(spec.alignment(), in, pastLength, past.keys(), past.values());
             DecoderRunner.Forward out;
             try {
                 out = runner.run(pass);
@@ -271,7 +271,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     /** The next {@code n} prompt tokens of one sequence over its own past. */
     private void prefillChunk(Sequence s, int n) throws OrtException {
         PendingKv past = s.pending;
-        ForwardPass pass = ForwardPass.of(List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
+        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
                 past == null ? null : past.keys, past == null ? null : past.values);
         DecoderRunner.Forward out = runner.run(pass);
         steps.incrementAndGet();
