@@ -16,10 +16,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>takes waiting sequences into free slots ({@link Scheduler}: admission queue, batch window),
  * looking up the longest cached prefix of each ({@link PrefixCache});</li>
  * <li>runs one decode step for all running rows in a single batched forward pass over the
- * batch's KV ({@link KvCache}: left-padded rows, present tensors fed back as the next past
+ * batch's KV ({@link KvCache}: rows padded as the model's {@link KvAlignment} says, present tensors fed back as the next past
  * without a copy);</li>
  * <li>prefills waiting prompts within the prefill budget: prompts that fit whole share one
- * left-padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
+ * padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
  * chunks, so a long prompt never freezes running streams;</li>
  * <li>repacks the batch when rows leave or join.</li>
  * </ol>
@@ -227,8 +227,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
      * One pass for the rest of several prompts, each over its own past (a cached prefix) or none.
      * Every row that continues a past gets the same number of new tokens (the longest rest), by
      * running again the last cached positions it would otherwise have had to pad: padding between
-     * a row's past and its new tokens would break the right alignment of its KV. Rows without a
-     * past are left-padded as usual. False when ONNX Runtime failed it: then no sequence was touched.
+     * a row's past and its new tokens would break the right alignment of its KV (left padding; with
+     * right padding the re-run is not needed, and harmless). Rows without a past are padded as usual. False when ONNX Runtime failed it: then no sequence was touched.
      */
     private boolean prefillBatch(List<Sequence> group) throws OrtException {
         int n = 0;
