@@ -16,10 +16,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>takes waiting sequences into free slots ({@link Scheduler}: admission queue, batch window),
  * looking up the longest cached prefix of each ({@link PrefixCache});</li>
  * <li>runs one decode step for all running rows in a single batched forward pass over the
- * batch's KV ({@link KvCache}: left-padded rows, present tensors fed back as the next past
+ * batch's KV ({@link KvCache}: rows padded as the model's {@link KvAlignment} says, present tensors fed back as the next past
  * without a copy);</li>
  * <li>prefills waiting prompts within the prefill budget: prompts that fit whole share one
- * left-padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
+ * padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
  * chunks, so a long prompt never freezes running streams;</li>
  * <li>repacks the batch when rows leave or join.</li>
  * </ol>
@@ -165,7 +165,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         long started = System.nanoTime();
         List<ForwardPass.Row> in = new ArrayList<>(b);
         for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
-        ForwardPass pass = ForwardPass.of(in, kv.length(), kv.keys(), kv.values());
+        ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.length(), kv.keys(), kv.values());
         long forwardStart = System.nanoTime();
         DecoderRunner.Forward out = runner.run(pass);
         long forward = System.nanoTime() - forwardStart;
@@ -227,8 +227,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
      * One pass for the rest of several prompts, each over its own past (a cached prefix) or none.
      * Every row that continues a past gets the same number of new tokens (the longest rest), by
      * running again the last cached positions it would otherwise have had to pad: padding between
-     * a row's past and its new tokens would break the right alignment of its KV. Rows without a
-     * past are left-padded as usual. False when ONNX Runtime failed it: then no sequence was touched.
+     * a row's past and its new tokens would break the right alignment of its KV (left padding; with
+     * right padding the re-run is not needed, and harmless). Rows without a past are padded as usual. False when ONNX Runtime failed it: then no sequence was touched.
      */
     private boolean prefillBatch(List<Sequence> group) throws OrtException {
         int n = 0;
@@ -243,7 +243,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             pastLength = Math.max(pastLength, keep[r]);
         }
         try (KvRows past = KvRows.gather(spec, model.environment(), group, keep, pastLength)) {
-            ForwardPass pass = ForwardPass.of(in, pastLength, past.keys(), past.values());
+            ForwardPass pass = ForwardPass.of(spec.alignment(), in, pastLength, past.keys(), past.values());
             DecoderRunner.Forward out;
             try {
                 out = runner.run(pass);
@@ -271,7 +271,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     /** The next {@code n} prompt tokens of one sequence over its own past. */
     private void prefillChunk(Sequence s, int n) throws OrtException {
         PendingKv past = s.pending;
-        ForwardPass pass = ForwardPass.of(List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
+        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
                 past == null ? null : past.keys, past == null ? null : past.values);
         DecoderRunner.Forward out = runner.run(pass);
         steps.incrementAndGet();

@@ -7,13 +7,31 @@ import java.util.Set;
 
 /**
  * What the engine must know of a decoder: tensor names, cache geometry, vocabulary, context,
- * end-of-sequence ids and the model's default sampling.
+ * end-of-sequence ids, the model's default sampling, and where rows sit in padded tensors.
+ *
+ * @param alignment how rows of different lengths are padded ({@link KvAlignment#START} for
+ *                  GroupQueryAttention graphs, else {@link KvAlignment#END})
  */
 public record DecoderSpec(ModelLayout layout, String inputIds, String attentionMask, String positionIds,
                           String useCacheBranch, String pastKeyFormat, String pastValueFormat,
                           String logits, String presentKeyFormat, String presentValueFormat,
                           int layers, int kvHeads, int headDim, int vocabSize, int maxModelLen,
-                          OnnxJavaType kvType, Set<Integer> eosIds, Integer bosId, Defaults defaults) {
+                          OnnxJavaType kvType, Set<Integer> eosIds, Integer bosId, Defaults defaults,
+                          KvAlignment alignment) {
+
+    /** A spec with left padding ({@link KvAlignment#END}, Optimum exports). */
+    public DecoderSpec(ModelLayout layout, String inputIds, String attentionMask, String positionIds,
+                       String useCacheBranch, String pastKeyFormat, String pastValueFormat,
+                       String logits, String presentKeyFormat, String presentValueFormat,
+                       int layers, int kvHeads, int headDim, int vocabSize, int maxModelLen,
+                       OnnxJavaType kvType, Set<Integer> eosIds, Integer bosId, Defaults defaults) {
+        this(layout, inputIds, attentionMask, positionIds, useCacheBranch, pastKeyFormat, pastValueFormat, logits, presentKeyFormat,
+                presentValueFormat, layers, kvHeads, headDim, vocabSize, maxModelLen, kvType, eosIds, bosId, defaults, KvAlignment.END);
+    }
+
+    public DecoderSpec {
+        if (alignment == null) throw new IllegalArgumentException("alignment");
+    }
 
     /** generation_config.json's sampling values, used where a request leaves them out. */
     public record Defaults(Double temperature, Double topP, Integer topK, Double repetitionPenalty) {

@@ -13,8 +13,8 @@ import java.nio.ShortBuffer;
 
 /**
  * Host-side KV tensors in the decoder's layout [batch, kv_heads, length, head_dim], float32 or
- * float16, used when a batch is repacked: rows are copied in with left padding so every row
- * ends at the last position.
+ * float16, used when a batch is repacked: rows are copied in, padded as the model's
+ * {@link KvAlignment} says.
  */
 final class KvBlock {
 
@@ -39,26 +39,29 @@ final class KvBlock {
     }
 
     /**
-     * Copies the last {@code rowLength} positions of row {@code srcRow} of a [*, kv, srcLength, d]
-     * buffer into row {@code dstRow} of a [*, kv, dstLength, d] buffer, right-aligned.
+     * Copies {@code count} positions from {@code srcStart} of row {@code srcRow} of a [*, kv,
+     * srcSpan, d] buffer to {@code dstStart} of row {@code dstRow} of a [*, kv, dstSpan, d] buffer
+     * (the callers place rows as the model's {@link KvAlignment} says).
      */
-    static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcLength, ByteBuffer dst, int dstRow, int dstLength, int rowLength) {
-        copyRow(spec, src, srcRow, srcLength, srcLength, dst, dstRow, dstLength, rowLength);
-    }
-
-    /** As above, for the {@code rowLength} positions that end at {@code srcEnd} (not at the row's end). */
-    static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcLength, int srcEnd, ByteBuffer dst, int dstRow, int dstLength, int rowLength) {
+    static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, int srcStart,
+                        ByteBuffer dst, int dstRow, int dstSpan, int dstStart, int count) {
         int d = spec.headDim(), kv = spec.kvHeads();
-        int count = rowLength * d;
+        int elements = count * d;
         for (int h = 0; h < kv; h++) {
-            int from = ((srcRow * kv + h) * srcLength + (srcEnd - rowLength)) * d;
-            int to = ((dstRow * kv + h) * dstLength + (dstLength - rowLength)) * d;
+            int from = ((srcRow * kv + h) * srcSpan + srcStart) * d;
+            int to = ((dstRow * kv + h) * dstSpan + dstStart) * d;
             if (src instanceof FloatBuffer f) {
-                dst.asFloatBuffer().put(to, f, from, count);
+                dst.asFloatBuffer().put(to, f, from, elements);
             } else {
-                dst.asShortBuffer().put(to, (ShortBuffer) src, from, count);
+                dst.asShortBuffer().put(to, (ShortBuffer) src, from, elements);
             }
         }
+    }
+
+    /** Copies a row's {@code length} positions between two padded buffers, each placed as {@code spec}'s alignment says. */
+    static void moveRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, ByteBuffer dst, int dstRow, int dstSpan, int length) {
+        KvAlignment a = spec.alignment();
+        copyRow(spec, src, srcRow, srcSpan, a.start(srcSpan, length), dst, dstRow, dstSpan, a.start(dstSpan, length), length);
     }
 
     static OnnxTensor tensor(OrtEnvironment env, DecoderSpec spec, ByteBuffer data, int batch, int length) throws OrtException {

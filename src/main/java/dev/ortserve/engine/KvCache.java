@@ -13,7 +13,8 @@ import java.util.Map;
 
 /**
  * The batch's KV: per-layer past tensors [rows, kv_heads, length, head_dim], each row's
- * positions right-aligned (left padding). While the batch's membership does not change, a decode
+ * positions placed as the model's {@link KvAlignment} says (left padding for Optimum exports,
+ * right padding for GroupQueryAttention graphs). While the batch's membership does not change, a decode
  * step's present tensors become the next past without a copy ({@link #adopt}); when rows leave or
  * join, the batch is repacked, one copy of the live rows into a new layout trimmed to the
  * longest. Repacking is also when computed KV enters the prefix cache: a joining sequence's
@@ -69,7 +70,7 @@ final class KvCache implements AutoCloseable {
 
     /**
      * Rebuilds the batch from the rows that go on and the joining sequences (each with its pending
-     * KV), left-padded to the longest. Rows and joiners that are done are dropped, their KV
+     * KV), padded to the longest. Rows and joiners that are done are dropped, their KV
      * offered to the prefix cache first and then released. Returns the new rows.
      */
     List<Sequence> repack(List<Sequence> rows, List<Sequence> joining) throws OrtException {
@@ -110,7 +111,7 @@ final class KvCache implements AutoCloseable {
                     if (readBatch) {
                         Buffer src = KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
                         for (int i = 0; i < keep.size(); i++) {
-                            KvBlock.copyRow(spec, src, keepIndex.get(i), length, dst, row++, newLength, keep.get(i).length);
+                            KvBlock.moveRow(spec, src, keepIndex.get(i), length, dst, row++, newLength, keep.get(i).length);
                         }
                         for (Sequence s : leaving) {
                             PrefixCache.Insertion ins = inserting.get(s);
@@ -125,7 +126,7 @@ final class KvCache implements AutoCloseable {
                         if (!joins && ins == null) continue;
                         Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
                         if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
-                        if (joins) KvBlock.copyRow(spec, src, p.row, p.span, dst, row++, newLength, s.length);
+                        if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, row++, newLength, s.length);
                     }
                     if (dst != null) {
                         OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newLength);

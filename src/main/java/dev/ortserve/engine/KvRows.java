@@ -13,7 +13,7 @@ import java.util.Map;
 
 /**
  * The first positions of the pending KVs of several sequences gathered into one past, [rows,
- * kv_heads, length, head_dim] per layer, each row right-aligned (left padding), for a batched
+ * kv_heads, length, head_dim] per layer, each row placed as the model's {@link KvAlignment} says, for a batched
  * prefill that continues them. Null tensors when no row has a past. Closing frees the gathered copy.
  */
 final class KvRows implements AutoCloseable {
@@ -43,8 +43,9 @@ final class KvRows implements AutoCloseable {
                         PendingKv p = s.pending;
                         if (p == null || keep[r] == 0) continue;
                         Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
-                        // the sequence's positions end at p.span; its first keep[r] of them end s.length - keep[r] earlier
-                        KvBlock.copyRow(spec, src, p.row, p.span, p.span - (s.length - keep[r]), dst, r, length, keep[r]);
+                        // the sequence's first keep[r] positions, from where its s.length positions start in p.span
+                        KvAlignment a = spec.alignment();
+                        KvBlock.copyRow(spec, src, p.row, p.span, a.start(p.span, s.length), dst, r, length, a.start(length, keep[r]), keep[r]);
                     }
                     OnnxTensor t = KvBlock.tensor(env, spec, dst, rows.size(), length);
                     made.add(t);

@@ -50,11 +50,13 @@ public final class ModelLoader {
         boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
         Path onnxFile = genai && modelFile.isEmpty() ? genaiModelFile(dir)
                 : dir.resolve(ModelFiles.chooseOnnx(ModelFiles.list(dir), modelFile, "Model directory " + dir));
+        KvAlignment alignment = alignment(onnxFile);
+        if (genai) logSharedBuffer(dir, alignment);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
-        Rewritten rewritten = rewritten(env, dir, genai, onnxFile, options);
+        Rewritten rewritten = rewritten(env, dir, genai, onnxFile, alignment, options);
         OrtSession session = rewritten.session;
         try {
-            DecoderSpec spec = genai ? genaiSpec(dir, session, options) : optimumSpec(dir, session, options);
+            DecoderSpec spec = genai ? genaiSpec(dir, session, options, alignment) : optimumSpec(dir, session, options, alignment);
             TextTokenizer tokenizer;
             try {
                 tokenizer = TextTokenizer.load(tokenizerFile);
@@ -62,8 +64,9 @@ public final class ModelLoader {
                 throw new ModelLoadException("Cannot read " + tokenizerFile + ": " + e.getMessage(), e);
             }
             String template = chatTemplate(dir);
-            LOG.infof("Loaded %s model %s: file %s, kv %s, %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, rewrites %s, in %d ms",
-                    spec.layout(), dir, dir.relativize(onnxFile), spec.kvType(), spec.layers(), spec.kvHeads(), spec.headDim(),
+            LOG.infof("Loaded %s model %s: file %s, kv %s (rows aligned at the %s: %s padding), %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, rewrites %s, in %d ms",
+                    spec.layout(), dir, dir.relativize(onnxFile), spec.kvType(), spec.alignment().name().toLowerCase(),
+                    spec.alignment() == KvAlignment.START ? "right" : "left", spec.layers(), spec.kvHeads(), spec.headDim(),
                     spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(),
                     rewritten.applied.isEmpty() ? "none" : String.join(", ", rewritten.applied), (System.nanoTime() - start) / 1_000_000);
             return new LoadedModel(dir, onnxFile, spec, tokenizer, env, session, options.executionProvider(), template, specialTokens(dir),
@@ -86,8 +89,13 @@ public final class ModelLoader {
      * cache, or made now and checked against the original on a probe input before it is kept),
      * else the original. A rewrite that fails or does not match is dropped with a warning.
      */
-    private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, EngineOptions options) {
+    private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
+        if (wanted != null && wanted.lastPositionLogits() && alignment == KvAlignment.START) {
+            // the rewritten head reads the pass's last column; right-padded rows end earlier
+            LOG.infof("Not restricting the logits of %s to the last position: its GroupQueryAttention rows are right-padded", modelFile);
+            wanted = new RewriteOptions(false, wanted.precision(), wanted.fuseNorms(), wanted.fuseRotary());
+        }
         if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(createSession(env, modelFile, options), List.of());
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
@@ -102,7 +110,7 @@ public final class ModelLoader {
         OrtSession original = createSession(env, modelFile, options);
         GraphRewriter.Result result;
         try {
-            DecoderSpec spec = genai ? genaiSpec(dir, original, options) : optimumSpec(dir, original, options);
+            DecoderSpec spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
             result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, wanted, options.rewriteCache());
             if (result == null) return new Rewritten(original, List.of());
             OrtSession candidate = createSession(env, result.file(), options);
@@ -171,7 +179,7 @@ public final class ModelLoader {
         return text.has("max_position_embeddings") ? text.get("max_position_embeddings").asInt() : 2048;
     }
 
-    private static DecoderSpec optimumSpec(Path dir, OrtSession session, EngineOptions options) {
+    private static DecoderSpec optimumSpec(Path dir, OrtSession session, EngineOptions options, KvAlignment alignment) {
         Path configFile = dir.resolve("config.json");
         if (!Files.isRegularFile(configFile)) {
             throw new ModelLoadException("Model directory " + dir + " has no config.json");
@@ -198,10 +206,10 @@ public final class ModelLoader {
                 : new DecoderSpec.Defaults(null, null, null, optDouble(generation, "repetition_penalty"));
         return checked(new DecoderSpec(ModelLayout.OPTIMUM, "input_ids", "attention_mask", "position_ids", "use_cache_branch",
                 "past_key_values.%d.key", "past_key_values.%d.value", "logits", "present.%d.key", "present.%d.value",
-                layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, eos, bos, defaults), session, configFile);
+                layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, eos, bos, defaults, alignment), session, configFile);
     }
 
-    private static DecoderSpec genaiSpec(Path dir, OrtSession session, EngineOptions options) {
+    private static DecoderSpec genaiSpec(Path dir, OrtSession session, EngineOptions options, KvAlignment alignment) {
         Path configFile = dir.resolve("genai_config.json");
         JsonNode model = readJson(configFile).path("model");
         JsonNode decoder = model.path("decoder");
@@ -225,7 +233,7 @@ public final class ModelLoader {
                 outputs.path("logits").asText("logits"), outputs.path("present_key_names").asText("present.%d.key"),
                 outputs.path("present_value_names").asText("present.%d.value"),
                 layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, ids(model.get("eos_token_id")),
-                model.has("bos_token_id") ? model.get("bos_token_id").asInt() : null, defaults), session, configFile);
+                model.has("bos_token_id") ? model.get("bos_token_id").asInt() : null, defaults, alignment), session, configFile);
     }
 
     /** Cross-checks the configuration against the session's own inputs and reads the KV dtype. */
@@ -270,9 +278,32 @@ public final class ModelLoader {
             return new DecoderSpec(spec.layout(), spec.inputIds(), spec.attentionMask(), positions ? spec.positionIds() : null,
                     cacheBranch ? spec.useCacheBranch() : null, spec.pastKeyFormat(), spec.pastValueFormat(), spec.logits(),
                     spec.presentKeyFormat(), spec.presentValueFormat(), spec.layers(), spec.kvHeads(), spec.headDim(),
-                    spec.vocabSize(), spec.maxModelLen(), kvType, spec.eosIds(), spec.bosId(), spec.defaults());
+                    spec.vocabSize(), spec.maxModelLen(), kvType, spec.eosIds(), spec.bosId(), spec.defaults(), spec.alignment());
         } catch (OrtException e) {
             throw new ModelLoadException("Cannot read the ONNX model's inputs: " + e.getMessage(), e);
+        }
+    }
+
+    /** {@link KvAlignment#START} for a GroupQueryAttention graph (the onnxruntime-genai builder's), else {@link KvAlignment#END}. */
+    private static KvAlignment alignment(Path modelFile) {
+        try {
+            return KvAlignment.of(modelFile);
+        } catch (IOException | RuntimeException e) {
+            throw new ModelLoadException("Cannot read the graph of " + modelFile + ": " + e.getMessage(), e);
+        }
+    }
+
+    /**
+     * The builder writes {@code search.past_present_share_buffer: true}: onnxruntime-genai then
+     * allocates one KV buffer of the context length and binds it as both past and present. The Java
+     * API has no IoBinding, so the engine passes each past at its current length and takes present
+     * as a new tensor; GroupQueryAttention gives the same results without the shared buffer.
+     */
+    private static void logSharedBuffer(Path dir, KvAlignment alignment) {
+        JsonNode share = readJson(dir.resolve("genai_config.json")).path("search").path("past_present_share_buffer");
+        if (share.asBoolean(false)) {
+            LOG.infof("%s: past_present_share_buffer is true; served with separate past and present tensors of the current length%s",
+                    dir.resolve("genai_config.json"), alignment == KvAlignment.START ? "" : " (the graph has no GroupQueryAttention)");
         }
     }
 

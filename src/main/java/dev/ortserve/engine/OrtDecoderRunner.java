@@ -58,7 +58,7 @@ final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            return new OrtForward(session.run(in, outputs), b);
+            return new OrtForward(session.run(in, outputs), pass.lastColumns());
         } finally {
             for (OnnxTensor t : created) t.close();
         }
@@ -77,14 +77,14 @@ final class OrtDecoderRunner implements DecoderRunner {
 
     private final class OrtForward implements Forward {
         private final OrtSession.Result result;
-        private final int rows;
+        private final int[] lastColumns;
         private FloatBuffer logits;
         private int columns;
         private int vocab;
 
-        OrtForward(OrtSession.Result result, int rows) {
+        OrtForward(OrtSession.Result result, int[] lastColumns) {
             this.result = result;
-            this.rows = rows;
+            this.lastColumns = lastColumns;
         }
 
         /** [rows, columns, vocab]: columns is the pass's new positions, or 1 when the head runs on the last position only. */
@@ -107,7 +107,10 @@ final class OrtDecoderRunner implements DecoderRunner {
 
         @Override
         public void lastLogits(int row, float[] dst) {
-            logits().get((row * columns + columns - 1) * vocab, dst, 0, vocab);
+            // every column of the pass: the row's own last one (where its padding puts it); one column: the head ran on it already
+            FloatBuffer all = logits();
+            int column = columns == 1 ? 0 : lastColumns[row];
+            all.get((row * columns + column) * vocab, dst, 0, vocab);
         }
 
         @Override

@@ -4,7 +4,7 @@ import ai.onnxruntime.OnnxTensor;
 
 /**
  * A sequence's KV before it joins the batch: row {@code row} of per-layer tensors
- * [*, kv_heads, span, head_dim], right-aligned. Several sequences prefilled in one pass share the
+ * [*, kv_heads, span, head_dim], placed as the model's {@link KvAlignment} says. Several sequences prefilled in one pass share the
  * pass's outputs; the {@link Holder} frees them when the last one lets go.
  */
 final class PendingKv implements AutoCloseable {

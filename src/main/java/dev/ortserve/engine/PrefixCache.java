@@ -234,13 +234,13 @@ final class PrefixCache {
         /**
          * Copies the new blocks' positions of one layer's keys ({@code kind} 0) or values (1) from
          * row {@code row} of a [*, kv_heads, span, head_dim] buffer holding the sequence's
-         * {@code length} positions right-aligned.
+         * {@code length} positions placed as the model's {@link KvAlignment} says.
          */
         void fill(int layer, int kind, Buffer src, int row, int span, int length) {
             int kv = spec.kvHeads(), d = spec.headDim();
             for (int i = 0; i < fresh.size(); i++) {
                 Block b = fresh.get(i);
-                int start = span - length + firstPosition.get(i);
+                int start = spec.alignment().start(span, length) + firstPosition.get(i);
                 for (int h = 0; h < kv; h++) {
                     int from = ((row * kv + h) * span + start) * d;
                     int to = offset(layer, kind, h, 0);

@@ -35,7 +35,7 @@ final class RewriteProbe {
             for (int i = 0; i < tokens.length; i++) tokens[i] = (int) ((1L + r * 31 + i * 7919L) % spec.vocabSize());
             rows.add(new ForwardPass.Row(tokens, 0, tokens.length - r * 3, 0));
         }
-        ForwardPass pass = ForwardPass.of(rows, 0, null, null);
+        ForwardPass pass = ForwardPass.of(spec.alignment(), rows, 0, null, null);
         try (DecoderRunner.Forward a = new OrtDecoderRunner(spec, env, original).run(pass);
              DecoderRunner.Forward b = new OrtDecoderRunner(spec, env, candidate).run(pass)) {
             if (a.vocabSize() != b.vocabSize()) return "vocabulary " + a.vocabSize() + " vs " + b.vocabSize();

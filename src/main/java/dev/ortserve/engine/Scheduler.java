@@ -114,7 +114,7 @@ final class Scheduler {
 
     /**
      * The prefilling sequences whose whole rest of prompt fits the budget, to be prefilled in one
-     * left-padded pass (padding counted; while no row decodes, the pass may hold up to
+     * padded pass (padding counted; while no row decodes, the pass may hold up to
      * max-sequences budgets, within 256 MB of logits unless the head runs on the last positions only): sixteen prompts arriving together cost one
      * pass instead of sixteen. Rows may continue pasts of different lengths (cached prefixes or
      * earlier chunks). Fewer than two: no batched pass.

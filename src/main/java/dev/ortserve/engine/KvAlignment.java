@@ -1,0 +1,146 @@
+package dev.ortserve.engine;
+
+import com.google.protobuf.CodedInputStream;
+import com.google.protobuf.WireFormat;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/**
+ * Where a row's positions sit in the padded tensors of a batch: the one place that knows the
+ * padding side a decoder needs. Every buffer of the engine with rows of different lengths (the
+ * batch's KV, a pass's present tensors, a pending KV, a gathered past) holds each row's positions
+ * as {@link #start} says, and every pass's inputs are laid out by {@link #fill}.
+ * <ul>
+ * <li>{@link #END}: Optimum / transformers.js exports (explicit attention over the mask, position
+ * ids given): left padding. A row's past ends at the buffer's last position, its new tokens are
+ * right-aligned in the pass's columns, the mask marks exactly the row's positions.</li>
+ * <li>{@link #START}: onnxruntime-genai model-builder graphs with GroupQueryAttention. The op takes
+ * no mask and no positions: it reads each row's length as the sum of its attention_mask row
+ * ({@code seqlens_k = sum - 1}), expects the row's past in the first {@code sum - newLength}
+ * positions of the past buffer, appends the pass's new columns there and numbers them from that
+ * length on. So rows are right-padded: the past starts at position 0, the new tokens fill the first
+ * columns, and the mask sums to past + all new columns (padding columns included: they land in the
+ * KV after the row's real positions, where the next pass overwrites them, and causality keeps the
+ * real tokens from seeing them).</li>
+ * </ul>
+ */
+public enum KvAlignment {
+
+    END {
+        @Override
+        int start(int span, int length) {
+            return span - length;
+        }
+
+        @Override
+        int firstColumn(int newLength, int count) {
+            return newLength - count;
+        }
+
+        @Override
+        void mask(long[] mask, int offset, int pastLength, int newLength, int pastValid, int count) {
+            for (int j = pastLength - pastValid; j < pastLength; j++) mask[offset + j] = 1;
+            for (int i = newLength - count; i < newLength; i++) mask[offset + pastLength + i] = 1;
+        }
+    },
+
+    START {
+        @Override
+        int start(int span, int length) {
+            return 0;
+        }
+
+        @Override
+        int firstColumn(int newLength, int count) {
+            return 0;
+        }
+
+        @Override
+        void mask(long[] mask, int offset, int pastLength, int newLength, int pastValid, int count) {
+            for (int j = 0; j < pastValid + newLength; j++) mask[offset + j] = 1;
+        }
+    };
+
+    /** Index of the first of a row's {@code length} positions in a buffer of {@code span} positions. */
+    abstract int start(int span, int length);
+
+    /** The pass column of a row's first new token ({@code count} of {@code newLength} columns). */
+    abstract int firstColumn(int newLength, int count);
+
+    /** The column whose logits are the row's next-token logits. */
+    int lastColumn(int newLength, int count) {
+        return firstColumn(newLength, count) + count - 1;
+    }
+
+    /** One row's attention mask, [pastLength + newLength] from {@code offset}. */
+    abstract void mask(long[] mask, int offset, int pastLength, int newLength, int pastValid, int count);
+
+    /** One row of a pass: ids, positions and mask of {@code row} at index {@code r}. */
+    void fill(ForwardPass.Row row, int r, int pastLength, int newLength, long[] ids, long[] mask, long[] positions) {
+        int first = firstColumn(newLength, row.count());
+        for (int i = 0; i < row.count(); i++) {
+            ids[r * newLength + first + i] = row.tokens()[row.from() + i];
+            positions[r * newLength + first + i] = row.pastValid() + i;
+        }
+        mask(mask, r * (pastLength + newLength), pastLength, newLength, row.pastValid(), row.count());
+    }
+
+    /** The op whose presence in a graph means {@link #START}. */
+    static final String GROUP_QUERY_ATTENTION = "GroupQueryAttention";
+
+    /**
+     * The alignment a model file needs: {@link #START} when its graph runs GroupQueryAttention
+     * (the model builder's attention), else {@link #END}. Reads the node list only, skipping the
+     * initializers (weights embedded in the file are streamed past, not loaded).
+     */
+    static KvAlignment of(Path modelFile) throws IOException {
+        return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? START : END;
+    }
+
+    static boolean hasOp(Path modelFile, String opType) throws IOException {
+        try (InputStream in = Files.newInputStream(modelFile)) {
+            CodedInputStream model = CodedInputStream.newInstance(in);
+            model.setSizeLimit(Integer.MAX_VALUE);
+            while (true) {
+                int tag = model.readTag();
+                if (tag == 0) return false;
+                // ModelProto.graph = 7 (GraphProto), GraphProto.node = 1 (NodeProto), NodeProto.op_type = 4
+                if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                    int limit = model.pushLimit(model.readRawVarint32());
+                    boolean found = graphHasOp(model, opType);
+                    model.popLimit(limit);
+                    if (found) return true;
+                } else if (!model.skipField(tag)) {
+                    return false;
+                }
+            }
+        }
+    }
+
+    private static boolean graphHasOp(CodedInputStream graph, String opType) throws IOException {
+        while (!graph.isAtEnd()) {
+            int tag = graph.readTag();
+            if (WireFormat.getTagFieldNumber(tag) == 1 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                int limit = graph.pushLimit(graph.readRawVarint32());
+                while (!graph.isAtEnd()) {
+                    int t = graph.readTag();
+                    if (WireFormat.getTagFieldNumber(t) == 4 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                        if (opType.equals(graph.readStringRequireUtf8())) {
+                            graph.popLimit(limit);
+                            return true;
+                        }
+                    } else {
+                        graph.skipField(t);
+                    }
+                }
+                graph.popLimit(limit);
+            } else {
+                graph.skipField(tag);
+            }
+        }
+        return false;
+    }
+}
