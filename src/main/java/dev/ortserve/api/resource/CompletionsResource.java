@@ -263,7 +263,8 @@ public class CompletionsResource implements CompletionsApi {
     }
 
     public static ApiException streamError(Throwable failure) {
-        if (failure instanceof ApiException api) return api;
+        ApiException api = ApiException.of(failure);
+        if (api != null) return api;
         // the details (ONNX Runtime's node names and shapes) are in the server log, not for clients
         return new ApiException(500, "server_error", "The server had an error while generating; the generation was stopped.", null, "generation_failed");
     }

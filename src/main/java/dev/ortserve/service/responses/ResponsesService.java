@@ -4,7 +4,9 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.NotFoundException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
@@ -84,7 +86,7 @@ public class ResponsesService {
         if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null));
         return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
             if (conversation == null) {
-                throw ApiException.notFound("Previous response with id '" + previous + "' not found.", "previous_response_id",
+                throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
             return admit(req, owner, conversation);
@@ -93,18 +95,18 @@ public class ResponsesService {
 
     private void checkRequest(CreateResponseRequest req) {
         if (req.getInput() == null) {
-            throw ApiException.invalidRequest("input", "'input' is required: a string or an array of input items.");
+            throw new InvalidRequestException("input", "'input' is required: a string or an array of input items.");
         }
         if (Boolean.TRUE.equals(req.getBackground()) && Boolean.FALSE.equals(req.getStore())) {
-            throw ApiException.invalidRequest("background", "A background response is stored so that it can be read later: 'background': true needs 'store' true (or unset).");
+            throw new InvalidRequestException("background", "A background response is stored so that it can be read later: 'background': true needs 'store' true (or unset).");
         }
         if (req.getText() != null && req.getText().getVerbosity() != null) {
-            throw ApiException.unsupported("text.verbosity", "'text.verbosity' is not supported by this server.");
+            throw new UnsupportedParameterException("text.verbosity", "'text.verbosity' is not supported by this server.");
         }
         if (req.getInclude() != null) {
             for (int i = 0; i < req.getInclude().size(); i++) {
                 if (req.getInclude().get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
-                    throw ApiException.unsupported("include[" + i + "]", "'" + req.getInclude().get(i)
+                    throw new UnsupportedParameterException("include[" + i + "]", "'" + req.getInclude().get(i)
                             + "' cannot be included: this server does not produce encrypted reasoning.");
                 }
             }
@@ -112,11 +114,11 @@ public class ResponsesService {
         if (req.getMetadata() != null) {
             for (Map.Entry<String, String> e : req.getMetadata().entrySet()) {
                 if (e.getKey().length() > METADATA_KEY_MAX) {
-                    throw ApiException.invalidRequest("metadata", "Metadata keys can be at most " + METADATA_KEY_MAX
+                    throw new InvalidRequestException("metadata", "Metadata keys can be at most " + METADATA_KEY_MAX
                             + " characters long; got a key of " + e.getKey().length() + ".");
                 }
                 if (e.getValue() != null && e.getValue().length() > METADATA_VALUE_MAX) {
-                    throw ApiException.invalidRequest("metadata." + e.getKey(), "Metadata values can be at most " + METADATA_VALUE_MAX
+                    throw new InvalidRequestException("metadata." + e.getKey(), "Metadata values can be at most " + METADATA_VALUE_MAX
                             + " characters long; got " + e.getValue().length() + ".");
                 }
             }
@@ -126,7 +128,7 @@ public class ResponsesService {
             for (int i = 0; i < req.getTools().size(); i++) {
                 ResponsesTool tool = req.getTools().get(i);
                 if (tool.is(ResponsesHostedTool.class)) {
-                    throw ApiException.unsupported("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
+                    throw new UnsupportedParameterException("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
                             + "') are not available on this server; only 'function' tools are supported.");
                 }
             }
@@ -134,10 +136,10 @@ public class ResponsesService {
         ToolChoice choice = req.getToolChoice();
         // tool_choice none: the tools still reach the template, the output is never parsed
         if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
-            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
         }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
-            throw ApiException.invalidRequest("tool_choice", "A forced 'tool_choice' needs 'tools'.");
+            throw new InvalidRequestException("tool_choice", "A forced 'tool_choice' needs 'tools'.");
         }
     }
 
@@ -189,7 +191,7 @@ public class ResponsesService {
         boolean logprobs = req.getInclude() != null && !req.getInclude().isEmpty();
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
-            throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
+            throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
         SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null,
                 req.getFrequencyPenalty(), req.getPresencePenalty(), null, null,
@@ -214,7 +216,7 @@ public class ResponsesService {
     private TokenConstraint constraint(CreateResponseRequest req, ToolChoice.Mode choice, Map<String, Map<String, Object>> schemas) {
         boolean formatted = req.getText() != null && req.getText().getFormat() != null && !(req.getText().getFormat() instanceof ResponseFormatText);
         if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
-            if (formatted) throw ApiException.invalidRequest("text.format", "'text.format' cannot be combined with a forced tool call.");
+            if (formatted) throw new InvalidRequestException("text.format", "'text.format' cannot be combined with a forced tool call.");
             return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
                     "tool_choice");
         }
@@ -229,12 +231,12 @@ public class ResponsesService {
         StoredResponse bare = new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input);
         int size = StoredResponseCodec.sizeOf(StoredResponseCodec.encode(bare));
         if (size > config.storeMaxRecordBytes()) {
-            throw ApiException.invalidRequest("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
+            throw new InvalidRequestException("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
                     + config.storeMaxRecordBytes() + " bytes (ORTSERVE_STORE_MAX_RECORD_BYTES). Send less input, or 'store': false.",
                     "response_too_large");
         }
         if (conversation != null && conversation.storedBytes() + size > config.storeMaxConversationBytes()) {
-            throw ApiException.invalidRequest("previous_response_id", "The conversation holds " + conversation.storedBytes()
+            throw new InvalidRequestException("previous_response_id", "The conversation holds " + conversation.storedBytes()
                     + " bytes and this turn's input adds " + size + ", over the per-conversation limit of " + config.storeMaxConversationBytes()
                     + " bytes (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
         }
@@ -265,9 +267,9 @@ public class ResponsesService {
             ChatPromptRenderer.Prompt prompt;
             try {
                 prompt = host.chatPrompts().render(messages, tools, true, null);
-            } catch (ApiException e) {
+            } catch (InvalidRequestException e) {
                 if (!"messages".equals(e.param())) throw e;
-                throw new ApiException(e.status(), e.type(), e.getMessage(), "input", e.code());
+                throw e.withParam("input");
             }
             boolean fits = prompt.tokenIds().length + reserve <= context;
             if (fits || !auto || skip >= turns.size()) {
@@ -310,7 +312,7 @@ public class ResponsesService {
     public Uni<Multi<String>> follow(String id, String owner, long startingAfter) {
         return found(id, owner).map(r -> {
             if (!r.response().path("background").asBoolean()) {
-                throw ApiException.invalidRequest("stream", "Only background responses can be streamed after they were created; response '" + id
+                throw new InvalidRequestException("stream", "Only background responses can be streamed after they were created; response '" + id
                         + "' was not created with 'background': true.");
             }
             return background.follow(r, startingAfter);
@@ -352,14 +354,14 @@ public class ResponsesService {
         for (int i = 0; i < items.size(); i++) {
             if (items.get(i).path("id").asText().equals(id)) return i;
         }
-        throw ApiException.invalidRequest(param, "'" + param + "' names no input item of this response: '" + id + "'.");
+        throw new InvalidRequestException(param, "'" + param + "' names no input item of this response: '" + id + "'.");
     }
 
     /** Cancels a background response (400 for another response, 404 when unknown); one that has ended is returned as it is. */
     public Uni<JsonNode> cancel(String id, String owner) {
         return found(id, owner).flatMap(r -> {
             if (!r.response().path("background").asBoolean()) {
-                throw ApiException.invalidRequest(null, "Only responses created with 'background': true can be cancelled; response '" + id
+                throw new InvalidRequestException(null, "Only responses created with 'background': true can be cancelled; response '" + id
                         + "' was not.");
             }
             return background.cancel(r).onFailure().transform(ResponseRun::storeFailure);
@@ -373,8 +375,8 @@ public class ResponsesService {
         });
     }
 
-    private static ApiException notFound(String id) {
-        return ApiException.notFound("Response with id '" + id + "' not found.", "response_id", "response_not_found");
+    private static NotFoundException notFound(String id) {
+        return new NotFoundException("Response with id '" + id + "' not found.", "response_id", "response_not_found");
     }
 
 }
