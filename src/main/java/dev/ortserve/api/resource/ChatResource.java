@@ -31,6 +31,7 @@ import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
+import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -124,17 +125,19 @@ public class ChatResource implements ChatApi {
     private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
                                    dev.ortserve.engine.TokenConstraint constraint, int n, io.vertx.core.http.HttpServerResponse vertxResponse) {
         var model = host.model();
-        SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
+        SamplingRequest.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
         boolean completionTokens = req.getMaxCompletionTokens() != null;
         Integer maxTokens = completionTokens ? req.getMaxCompletionTokens() : req.getMaxTokens();
         Integer topLogprobs = Boolean.TRUE.equals(req.getLogprobs()) ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),
-                req.getRepetitionPenalty(), req.getFrequencyPenalty(), req.getPresencePenalty(), req.getLogitBias(), req.getSeed(),
-                maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens", req.getMinTokens(), req.getIgnoreEos(),
-                req.getStop(), req.getStopTokenIds(), req.getIncludeStopStrInOutput(),
+        SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
+                .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
+                .presencePenalty(req.getPresencePenalty()).logitBias(req.getLogitBias()).seed(req.getSeed())
+                .maxTokens(maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens").minTokens(req.getMinTokens())
+                .ignoreEos(req.getIgnoreEos()).stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
+                .includeStopStrInOutput(req.getIncludeStopStrInOutput())
                 // parsers read the markers: keep special tokens in the text they parse
-                parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens(), topLogprobs);
-        dev.ortserve.engine.SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
+                .skipSpecialTokens(parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens()).topLogprobs(topLogprobs).build();
+        dev.ortserve.engine.SamplingParams sampling = fields.resolve(model.spec(), prompt.tokenIds().length);
         if (constraint != null) sampling = sampling.withConstraint(constraint);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n,
                 sampling, false, maxTokens != null);

@@ -6,6 +6,7 @@ import dev.ortserve.api.union.PromptInput;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.service.generation.CompletionCall;
+import dev.ortserve.service.generation.SamplingRequest;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -63,18 +64,21 @@ final class CompletionRequests {
             if (p.tokenIds().length == 0) {
                 throw ApiException.invalidRequest("prompt", "The prompt is empty: it must contain at least one token.");
             }
-            SamplingFields.checkPromptFits(p.tokenIds().length, model.spec().maxModelLen(), "prompt");
+            SamplingRequest.checkPromptFits(p.tokenIds().length, model.spec().maxModelLen(), "prompt");
             longest = Math.max(longest, p.tokenIds().length);
         }
         if ((long) prompts.size() * Math.max(n, bestOf) > queueCapacity) {
             throw ApiException.invalidRequest(bestOf > n ? "best_of" : "n", "This request asks for " + prompts.size() * Math.max(n, bestOf) + " sequences; the server admits at most "
                     + queueCapacity + " at once.");
         }
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),
-                req.getRepetitionPenalty(), req.getFrequencyPenalty(), req.getPresencePenalty(), req.getLogitBias(), req.getSeed(),
-                req.getMaxTokens(), "max_tokens", req.getMinTokens(), req.getIgnoreEos(), req.getStop(), req.getStopTokenIds(),
-                req.getIncludeStopStrInOutput(), req.getSkipSpecialTokens(), req.getLogprobs());
-        return new CompletionCall(prompts, n, fields.toParams(model.spec(), vocab, longest), Boolean.TRUE.equals(req.getEcho()),
+        SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
+                .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
+                .presencePenalty(req.getPresencePenalty()).logitBias(req.getLogitBias()).seed(req.getSeed())
+                .maxTokens(req.getMaxTokens(), "max_tokens").minTokens(req.getMinTokens()).ignoreEos(req.getIgnoreEos())
+                .stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
+                .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens())
+                .topLogprobs(req.getLogprobs()).build();
+        return new CompletionCall(prompts, n, fields.resolve(model.spec(), longest), Boolean.TRUE.equals(req.getEcho()),
                 req.getMaxTokens() != null);
     }
 }

@@ -12,7 +12,6 @@ import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.model.ResponsesFunctionTool;
 import dev.ortserve.api.model.ResponsesHostedTool;
-import dev.ortserve.api.resource.SamplingFields;
 import dev.ortserve.api.union.ResponsesTool;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
@@ -23,6 +22,7 @@ import dev.ortserve.service.structured.StructuredOutputs;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
+import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.store.Conversation;
@@ -193,11 +193,11 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null,
-                req.getFrequencyPenalty(), req.getPresencePenalty(), null, null,
-                req.getMaxOutputTokens(), "max_output_tokens", null, null, null, null, null,
-                parsers.active() ? Boolean.FALSE : null, topLogprobs);
-        SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
+        SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+                .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
+                .maxTokens(req.getMaxOutputTokens(), "max_output_tokens")
+                .skipSpecialTokens(parsers.active() ? Boolean.FALSE : null).topLogprobs(topLogprobs).build();
+        SamplingParams sampling = fields.resolve(model.spec(), prompt.tokenIds().length);
         if (constraint != null) sampling = sampling.withConstraint(constraint);
         CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
                 req.getMaxOutputTokens() != null);
@@ -273,7 +273,7 @@ public class ResponsesService {
             }
             boolean fits = prompt.tokenIds().length + reserve <= context;
             if (fits || !auto || skip >= turns.size()) {
-                SamplingFields.checkPromptFits(prompt.tokenIds().length, context, "input");
+                SamplingRequest.checkPromptFits(prompt.tokenIds().length, context, "input");
                 return prompt;
             }
         }
