@@ -108,13 +108,13 @@ public final class ResponseRun {
         if (!draft.store) return Uni.createFrom().voidItem();
         if (draft.background) {
             // the run ends once: a cancel or a lapsed lease may have ended it already
-            return store.finishRun(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input), null, false)
+            return store.finishRun(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input), null, false)
                     .onFailure().transform(ResponseRun::storeFailure).invoke(won -> {
                         endedElsewhere = !won;
                         finishedHere = won;
                     }).replaceWithVoid();
         }
-        return store.put(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input))
+        return store.put(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input))
                 .onFailure().transform(ResponseRun::storeFailure);
     }
 
@@ -161,7 +161,7 @@ public final class ResponseRun {
 
     /** The record a background run is stored with before it starts. */
     StoredResponse queued() {
-        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
+        return new StoredResponse(draft.id, draft.previousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
     }
 
     /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
@@ -181,7 +181,7 @@ public final class ResponseRun {
             if (!text.isEmpty()) items = draft.items(parsers.parse(text), true, logprobs);
         }
         ObjectNode response = draft.response(status, items, draft.usage(promptTokens, cached, tokens, 0), null, error);
-        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input);
+        return new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input);
     }
 
     /** Drops an admitted generation that will never be read (its background run could not be stored). */
@@ -305,7 +305,7 @@ public final class ResponseRun {
                     out.append(event("response.output_text.delta", textDelta));
                 } else if (d.callStart()) {
                     // parallel_tool_calls false: the response reports the first call only
-                    if (d.callIndex() > 0 && Boolean.FALSE.equals(draft.request.getParallelToolCalls())) continue;
+                    if (d.callIndex() > 0 && !draft.parallelToolCalls()) continue;
                     closeReasoning(out, false);
                     closeMessage(out, "completed");
                     if (!calls.isEmpty()) closeCall(out, calls.get(calls.size() - 1));
