@@ -194,7 +194,7 @@ public class ChatResource implements ChatApi {
             ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
                     .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
                     .stopReason(StopReason.of(r.stopReason()));
-            if (call.sampling().topLogprobs() != null) choice.logprobs(logprobs(r.logprobs()));
+            if (call.logprobs()) choice.logprobs(logprobs(r.logprobs()));
             choices.add(choice);
             completionTokens += r.generatedTokens();
         }
@@ -223,7 +223,7 @@ public class ChatResource implements ChatApi {
             StringBuilder out = new StringBuilder();
             int index = e.index();
             if (!parsing.active()) {
-                boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
+                boolean withLogprobs = call.logprobs() && e.event().logprob() != null;
                 if (!e.event().textDelta().isEmpty() || withLogprobs) {
                     ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index)
                             .delta(new ChatCompletionStreamDelta().content(e.event().textDelta()).toolCalls(null));
@@ -232,7 +232,7 @@ public class ChatResource implements ChatApi {
                 }
             } else {
                 // the parser regroups the text: each token's logprob rides on the next chunk that goes out
-                if (call.sampling().topLogprobs() != null && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
+                if (call.logprobs() && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
                 out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created,
                         pendingLogprobs.get(index)));
             }

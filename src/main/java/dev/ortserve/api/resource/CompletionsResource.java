@@ -21,6 +21,7 @@ import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
+import dev.ortserve.service.generation.CompletionCalls;
 import dev.ortserve.service.generation.CompletionService;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -56,13 +57,16 @@ public class CompletionsResource implements CompletionsApi {
     @Inject
     ErrorEnvelope errors;
 
+    @Inject
+    CompletionCalls calls;
+
     @Context
     HttpServerRequest http;
 
     @Override
     public Uni<Response> createCompletion(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
-        CompletionCall call = CompletionRequests.toCall(req, host.model(), config.engine().maxN(), config.engine().queueCapacity());
+        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN());
         String id = "cmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         String model = host.modelId();
@@ -75,8 +79,7 @@ public class CompletionsResource implements CompletionsApi {
         int bestOf = req.getBestOf() == null ? call.n() : req.getBestOf();
         if (bestOf > call.n()) {
             // best_of: generate best_of candidates per prompt (their token logprobs always computed), keep the n best
-            dev.ortserve.engine.SamplingParams scored = call.sampling().topLogprobs() != null ? call.sampling() : call.sampling().withTopLogprobs(0);
-            CompletionCall wide = new CompletionCall(call.prompts(), bestOf, scored, call.echo(), call.maxTokensGiven());
+            CompletionCall wide = call.candidates(bestOf);
             return service.complete(wide).map(results -> {
                 int generated = results.stream().mapToInt(ChoiceResult::generatedTokens).sum();
                 return Response.ok(response(call, best(results, bestOf, call.n()), id, created, model, generated)).build();
@@ -115,7 +118,7 @@ public class CompletionsResource implements CompletionsApi {
             String text = call.echo() ? prompt.text() + r.text() : r.text();
             CompletionChoice choice = new CompletionChoice().index(i).text(text)
                     .finishReason(finish(r.finishReason())).stopReason(StopReason.of(r.stopReason()));
-            if (call.sampling().topLogprobs() != null) {
+            if (call.logprobs()) {
                 choice.logprobs(logprobs(r.logprobs(), 0));
             }
             choices.add(choice);
@@ -224,7 +227,7 @@ public class CompletionsResource implements CompletionsApi {
                     started[index] = true;
                     if (call.echo()) text = call.prompts().get(index / call.n()).text() + text;
                 }
-                boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
+                boolean withLogprobs = call.logprobs() && e.event().logprob() != null;
                 if (text.isEmpty() && e.event().finishReason() == null && !withLogprobs) {
                     return "";
                 }
