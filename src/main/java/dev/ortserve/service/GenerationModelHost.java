@@ -183,6 +183,11 @@ public class GenerationModelHost {
         return s;
     }
 
+    /** 503 model_not_ready while the model loads; for requests that check it before reading their body further. */
+    public void requireReady() {
+        served();
+    }
+
     public GenerationEngine engine() {
         return served().engine();
     }
