@@ -17,7 +17,6 @@ import dev.ortserve.api.model.ChatCompletionTopLogprob;
 import dev.ortserve.api.model.ChatFinishReason;
 import dev.ortserve.api.model.CreateChatCompletionRequest;
 import dev.ortserve.api.model.CreateChatCompletionResponse;
-import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
@@ -27,6 +26,9 @@ import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.parse.ChatDeltaStream;
 import dev.ortserve.service.parse.ChatOutput;
 import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
@@ -61,7 +63,7 @@ public class ChatResource implements ChatApi {
     CompletionService service;
 
     @Inject
-    dev.ortserve.service.structured.StructuredOutputs structured;
+    ChatTurns turns;
 
     @Inject
     OrtserveConfig config;
@@ -89,7 +91,6 @@ public class ChatResource implements ChatApi {
             throw ApiException.invalidRequest("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
                     + "' needs 'tools'.");
         }
-        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
         List<java.util.Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(),
                 new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { }) : null;
         java.util.Map<String, java.util.Map<String, Object>> schemas = new java.util.LinkedHashMap<>();
@@ -97,11 +98,8 @@ public class ChatResource implements ChatApi {
             req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
                     t.getFunction().getParameters() == null ? java.util.Map.of() : t.getFunction().getParameters()));
         }
-        dev.ortserve.engine.TokenConstraint constraint = constraint(req, choice, schemas);
-        // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
-        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
-        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
-                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
+        ChatTurn turn = turns.prepare(new ChatTurnRequest(tools, schemas, ChatRequests.toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -119,28 +117,22 @@ public class ChatResource implements ChatApi {
         // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
         // (the Vert.x response is taken here, on the request's own thread, for the stream written later)
         io.vertx.core.http.HttpServerResponse vertxResponse = http.response();
-        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n, vertxResponse));
+        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, turn, n, vertxResponse));
     }
 
-    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
-                                   dev.ortserve.engine.TokenConstraint constraint, int n, io.vertx.core.http.HttpServerResponse vertxResponse) {
-        var model = host.model();
-        SamplingRequest.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
+    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, ChatTurn turn, int n,
+                                   io.vertx.core.http.HttpServerResponse vertxResponse) {
+        OutputParsers parsing = turn.parsers();
         boolean completionTokens = req.getMaxCompletionTokens() != null;
         Integer maxTokens = completionTokens ? req.getMaxCompletionTokens() : req.getMaxTokens();
         Integer topLogprobs = Boolean.TRUE.equals(req.getLogprobs()) ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
-        SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
+        SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
                 .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
                 .presencePenalty(req.getPresencePenalty()).logitBias(req.getLogitBias()).seed(req.getSeed())
                 .maxTokens(maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens").minTokens(req.getMinTokens())
                 .ignoreEos(req.getIgnoreEos()).stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
-                .includeStopStrInOutput(req.getIncludeStopStrInOutput())
-                // parsers read the markers: keep special tokens in the text they parse
-                .skipSpecialTokens(parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens()).topLogprobs(topLogprobs).build();
-        dev.ortserve.engine.SamplingParams sampling = fields.resolve(model.spec(), prompt.tokenIds().length);
-        if (constraint != null) sampling = sampling.withConstraint(constraint);
-        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n,
-                sampling, false, maxTokens != null);
+                .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens()).topLogprobs(topLogprobs);
+        CompletionCall call = turn.call(prompt, sampling, n, "messages");
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         if (Boolean.TRUE.equals(req.getStream())) {
@@ -163,21 +155,13 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    /** The grammar the output must follow: a forced tool call, or the response format; null for free text. */
-    private dev.ortserve.engine.TokenConstraint constraint(CreateChatCompletionRequest req, ToolChoice.Mode choice,
-                                                           java.util.Map<String, java.util.Map<String, Object>> schemas) {
-        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
-            if (req.getResponseFormat() != null && !(req.getResponseFormat() instanceof ResponseFormatText)) {
-                throw ApiException.invalidRequest("response_format", "'response_format' cannot be combined with a forced tool call.");
-            }
-            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
-                    "tool_choice");
-        }
+    /** The structured output format the request asks for; null for free text. */
+    private static ChatTurnRequest.OutputFormat format(CreateChatCompletionRequest req) {
         if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonObject) {
-            return structured.jsonObject();
+            return ChatTurnRequest.OutputFormat.jsonObject("response_format");
         }
         if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonSchema js) {
-            return structured.jsonSchema(js.getJsonSchema().getSchema(), "response_format.json_schema.schema");
+            return ChatTurnRequest.OutputFormat.jsonSchema("response_format", js.getJsonSchema().getSchema(), "response_format.json_schema.schema");
         }
         return null;
     }

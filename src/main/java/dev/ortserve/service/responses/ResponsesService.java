@@ -16,9 +16,10 @@ import dev.ortserve.api.union.ResponsesTool;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.SamplingParams;
-import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.api.model.ResponseTextFormatJsonSchema;
-import dev.ortserve.service.structured.StructuredOutputs;
+import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
@@ -70,7 +71,7 @@ public class ResponsesService {
     ObjectMapper mapper;
 
     @Inject
-    StructuredOutputs structured;
+    ChatTurns chatTurns;
 
     @Inject
     BackgroundRuns background;
@@ -180,11 +181,9 @@ public class ResponsesService {
             }
         }
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
-        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
-        TokenConstraint constraint = constraint(req, choice, schemas);
-        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
-        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
-                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
+        ChatTurn turn = chatTurns.prepare(new ChatTurnRequest(tools, schemas, toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
+        OutputParsers parsers = turn.parsers();
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
         var model = host.model();
@@ -193,14 +192,10 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+        CompletionCall call = turn.call(prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
-                .maxTokens(req.getMaxOutputTokens(), "max_output_tokens")
-                .skipSpecialTokens(parsers.active() ? Boolean.FALSE : null).topLogprobs(topLogprobs).build();
-        SamplingParams sampling = fields.resolve(model.spec(), prompt.tokenIds().length);
-        if (constraint != null) sampling = sampling.withConstraint(constraint);
-        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
-                req.getMaxOutputTokens() != null);
+                .maxTokens(req.getMaxOutputTokens(), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
+        SamplingParams sampling = call.sampling();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         // admission is the last step: a request refused above never reaches the engine
@@ -212,17 +207,22 @@ public class ResponsesService {
         return value == null ? unset : value.doubleValue();
     }
 
-    /** The grammar the output must follow: a forced function call or the text format; null for free text. */
-    private TokenConstraint constraint(CreateResponseRequest req, ToolChoice.Mode choice, Map<String, Map<String, Object>> schemas) {
-        boolean formatted = req.getText() != null && req.getText().getFormat() != null && !(req.getText().getFormat() instanceof ResponseFormatText);
-        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
-            if (formatted) throw new InvalidRequestException("text.format", "'text.format' cannot be combined with a forced tool call.");
-            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
-                    "tool_choice");
+    /** The structured output format 'text.format' asks for; null for free text. */
+    private static ChatTurnRequest.OutputFormat format(CreateResponseRequest req) {
+        if (req.getText() == null || req.getText().getFormat() == null || req.getText().getFormat() instanceof ResponseFormatText) return null;
+        if (req.getText().getFormat() instanceof ResponseTextFormatJsonSchema js) {
+            return ChatTurnRequest.OutputFormat.jsonSchema("text.format", js.getSchema(), "text.format.schema");
         }
-        if (!formatted) return null;
-        if (req.getText().getFormat() instanceof ResponseTextFormatJsonSchema js) return structured.jsonSchema(js.getSchema(), "text.format.schema");
-        return structured.jsonObject();
+        return ChatTurnRequest.OutputFormat.jsonObject("text.format");
+    }
+
+    private static ChatTurnRequest.ToolChoice toolChoice(ToolChoice.Mode mode) {
+        return switch (mode) {
+            case NONE -> ChatTurnRequest.ToolChoice.NONE;
+            case AUTO -> ChatTurnRequest.ToolChoice.AUTO;
+            case REQUIRED -> ChatTurnRequest.ToolChoice.REQUIRED;
+            case FUNCTION -> ChatTurnRequest.ToolChoice.FUNCTION;
+        };
     }
 
     /** Refuses, before generation, a turn that could not be stored within the caps even with an empty output. */
