@@ -20,8 +20,6 @@ import dev.ortserve.api.model.CreateChatCompletionResponse;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.parse.ChatDeltaStream;
 import dev.ortserve.service.parse.ChatOutput;
@@ -30,6 +28,8 @@ import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
@@ -176,7 +176,7 @@ public class ChatResource implements ChatApi {
                     .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
                     .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls(), parsing.tools()));
             ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
-                    .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
+                    .finishReason(out.calls().isEmpty() || r.finishReason() != Finish.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
                     .stopReason(StopReason.of(r.stopReason()));
             if (call.logprobs()) choice.logprobs(logprobs(r.logprobs()));
             choices.add(choice);
@@ -194,7 +194,7 @@ public class ChatResource implements ChatApi {
         CompletionsResource.CachedTokens cached = new CompletionsResource.CachedTokens(call);
         List<String> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
-        List<List<TokenLogprob>> pendingLogprobs = new ArrayList<>();
+        List<List<Logprob>> pendingLogprobs = new ArrayList<>();
         for (int i = 0; i < call.choices(); i++) {
             streams[i] = new ChatDeltaStream(parsing);
             pendingLogprobs.add(new ArrayList<>());
@@ -207,22 +207,22 @@ public class ChatResource implements ChatApi {
             StringBuilder out = new StringBuilder();
             int index = e.index();
             if (!parsing.active()) {
-                boolean withLogprobs = call.logprobs() && e.event().logprob() != null;
-                if (!e.event().textDelta().isEmpty() || withLogprobs) {
+                boolean withLogprobs = call.logprobs() && e.logprob() != null;
+                if (!e.textDelta().isEmpty() || withLogprobs) {
                     ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index)
-                            .delta(new ChatCompletionStreamDelta().content(e.event().textDelta()).toolCalls(null));
-                    if (withLogprobs) choice.logprobs(logprobs(List.of(e.event().logprob())));
+                            .delta(new ChatCompletionStreamDelta().content(e.textDelta()).toolCalls(null));
+                    if (withLogprobs) choice.logprobs(logprobs(List.of(e.logprob())));
                     out.append(frame(chunk(id, created).choices(List.of(choice))));
                 }
             } else {
                 // the parser regroups the text: each token's logprob rides on the next chunk that goes out
-                if (call.logprobs() && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
-                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created,
+                if (call.logprobs() && e.logprob() != null) pendingLogprobs.get(index).add(e.logprob());
+                out.append(parsedDeltas(streams[index], index, e.textDelta(), e.finish() != null, id, created,
                         pendingLogprobs.get(index)));
             }
-            if (e.event().finishReason() != null) {
+            if (e.finish() != null) {
                 boolean called = streams[index].called();
-                List<TokenLogprob> left = pendingLogprobs.get(index);
+                List<Logprob> left = pendingLogprobs.get(index);
                 ChatCompletionChunkChoice last = new ChatCompletionChunkChoice().index(index);
                 if (!left.isEmpty()) {
                     last.logprobs(logprobs(List.copyOf(left)));
@@ -230,8 +230,8 @@ public class ChatResource implements ChatApi {
                 }
                 out.append(frame(chunk(id, created).choices(List.of(last
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
-                        .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
-                        .stopReason(StopReason.of(e.event().stopReason()))))));
+                        .finishReason(called && e.finish() == Finish.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.finish()))
+                        .stopReason(StopReason.of(e.stopReason()))))));
             }
             return out.toString();
         }).filter(f -> !f.isEmpty());
@@ -251,7 +251,7 @@ public class ChatResource implements ChatApi {
      * comes until a call begins, then per call one delta with its index, id, type and name (empty
      * arguments) and its arguments in pieces as they are generated.
      */
-    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<TokenLogprob> pending) {
+    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<Logprob> pending) {
         StringBuilder frames = new StringBuilder();
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
             ChatCompletionStreamDelta out;
@@ -300,7 +300,7 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    static ChatFinishReason finish(FinishReason reason) {
+    static ChatFinishReason finish(Finish reason) {
         if (reason == null) return null;
         return switch (reason) {
             case STOP -> ChatFinishReason.STOP;
@@ -309,11 +309,11 @@ public class ChatResource implements ChatApi {
         };
     }
 
-    public static ChatCompletionLogprobs logprobs(List<TokenLogprob> logprobs) {
+    public static ChatCompletionLogprobs logprobs(List<Logprob> logprobs) {
         List<ChatCompletionTokenLogprob> content = new ArrayList<>();
-        for (TokenLogprob lp : logprobs) {
+        for (Logprob lp : logprobs) {
             List<ChatCompletionTopLogprob> top = new ArrayList<>();
-            for (TokenLogprob.Top t : lp.top()) {
+            for (Logprob.Top t : lp.top()) {
                 top.add(new ChatCompletionTopLogprob().token(t.token()).logprob(CompletionsResource.number(t.logprob())).bytes(bytes(t.token())));
             }
             content.add(new ChatCompletionTokenLogprob().token(lp.token()).logprob(CompletionsResource.number(lp.logprob()))

@@ -15,10 +15,10 @@ import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.model.CreateCompletionResponse;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionCalls;
@@ -39,7 +39,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** POST /v1/completions: validation and the mapping of engine results to OpenAI's wire format. */
+/** POST /v1/completions: validation and the mapping of generation results to OpenAI's wire format. */
 public class CompletionsResource implements CompletionsApi {
 
     @Inject
@@ -102,7 +102,7 @@ public class CompletionsResource implements CompletionsApi {
     static double meanLogprob(ChoiceResult r) {
         if (r.logprobs().isEmpty()) return Double.NEGATIVE_INFINITY;
         double sum = 0;
-        for (TokenLogprob lp : r.logprobs()) sum += lp.logprob();
+        for (Logprob lp : r.logprobs()) sum += lp.logprob();
         return sum / r.logprobs().size();
     }
 
@@ -152,7 +152,7 @@ public class CompletionsResource implements CompletionsApi {
         }
 
         void see(ChoiceEvent e) {
-            if (e.index() % n == 0) byPrompt[e.index() / n] = e.event().cachedTokens();
+            if (e.index() % n == 0) byPrompt[e.index() / n] = e.cachedTokens();
         }
 
         int total() {
@@ -162,7 +162,7 @@ public class CompletionsResource implements CompletionsApi {
         }
     }
 
-    static CompletionChoice.FinishReasonEnum finish(FinishReason reason) {
+    static CompletionChoice.FinishReasonEnum finish(Finish reason) {
         if (reason == null) return null;
         return switch (reason) {
             case STOP -> CompletionChoice.FinishReasonEnum.STOP;
@@ -171,15 +171,15 @@ public class CompletionsResource implements CompletionsApi {
         };
     }
 
-    static CompletionLogprobs logprobs(List<TokenLogprob> logprobs, int offsetStart) {
+    static CompletionLogprobs logprobs(List<Logprob> logprobs, int offsetStart) {
         CompletionLogprobs out = new CompletionLogprobs().tokens(new ArrayList<>()).tokenLogprobs(new ArrayList<>())
                 .topLogprobs(new ArrayList<>()).textOffset(new ArrayList<>());
         int offset = offsetStart;
-        for (TokenLogprob lp : logprobs) {
+        for (Logprob lp : logprobs) {
             out.getTokens().add(lp.token());
             out.getTokenLogprobs().add(number(lp.logprob()));
             Map<String, BigDecimal> top = new LinkedHashMap<>();
-            for (TokenLogprob.Top t : lp.top()) top.putIfAbsent(t.token(), number(t.logprob()));
+            for (Logprob.Top t : lp.top()) top.putIfAbsent(t.token(), number(t.logprob()));
             out.getTopLogprobs().add(top);
             out.getTextOffset().add(offset);
             offset += lp.token().length();
@@ -222,20 +222,20 @@ public class CompletionsResource implements CompletionsApi {
                 completionTokens.incrementAndGet();
                 cached.see(e);
                 int index = e.index();
-                String text = e.event().textDelta();
+                String text = e.textDelta();
                 if (!started[index]) {
                     started[index] = true;
                     if (call.echo()) text = call.prompts().get(index / call.n()).text() + text;
                 }
-                boolean withLogprobs = call.logprobs() && e.event().logprob() != null;
-                if (text.isEmpty() && e.event().finishReason() == null && !withLogprobs) {
+                boolean withLogprobs = call.logprobs() && e.logprob() != null;
+                if (text.isEmpty() && e.finish() == null && !withLogprobs) {
                     return "";
                 }
                 CompletionChoice choice = new CompletionChoice().index(index).text(text)
-                        .finishReason(finish(e.event().finishReason())).stopReason(StopReason.of(e.event().stopReason()));
+                        .finishReason(finish(e.finish())).stopReason(StopReason.of(e.stopReason()));
                 if (withLogprobs) {
-                    choice.logprobs(logprobs(List.of(e.event().logprob()), offsets[index]));
-                    offsets[index] += e.event().logprob().token().length();
+                    choice.logprobs(logprobs(List.of(e.logprob()), offsets[index]));
+                    offsets[index] += e.logprob().token().length();
                 }
                 CompletionChunk chunk = chunk().choices(List.of(choice));
                 if (continuousUsage) chunk.usage(usage(promptTokens, cached.total(), completionTokens.get()));
