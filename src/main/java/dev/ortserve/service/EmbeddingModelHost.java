@@ -1,6 +1,7 @@
 package dev.ortserve.service;
 
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.embedding.EmbeddingEngine;
 import dev.ortserve.embedding.EmbeddingModel;
@@ -57,12 +58,12 @@ public class EmbeddingModelHost {
     }
 
     public EmbeddingEngine engine() {
-        if (engine == null) throw ApiException.unavailable("The embedding model is still loading.", "model_not_ready");
+        if (engine == null) throw new UnavailableException("The embedding model is still loading.", "model_not_ready");
         return engine;
     }
 
     public void requireModel(String requested) {
-        if (!modelId.equals(requested)) throw ApiException.modelNotFound(requested);
+        if (!modelId.equals(requested)) throw new ModelNotFoundException(requested);
     }
 
     public ServedModelInfo info() {

@@ -1,6 +1,7 @@
 package dev.ortserve.service;
 
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
@@ -177,9 +178,14 @@ public class GenerationModelHost {
     public ServedModel served() {
         ServedModel s = served;
         if (s == null) {
-            throw ApiException.unavailable("The model is still loading.", "model_not_ready");
+            throw new UnavailableException("The model is still loading.", "model_not_ready");
         }
         return s;
+    }
+
+    /** 503 model_not_ready while the model loads; for requests that check it before reading their body further. */
+    public void requireReady() {
+        served();
     }
 
     public GenerationEngine engine() {
@@ -219,7 +225,7 @@ public class GenerationModelHost {
     /** Checks the request's model id before anything else is done with the request. */
     public void requireModel(String requested) {
         if (!modelId.equals(requested)) {
-            throw ApiException.modelNotFound(requested);
+            throw new ModelNotFoundException(requested);
         }
     }
 

@@ -1,8 +1,18 @@
 package dev.ortserve.api.error;
 
+import dev.ortserve.service.error.GenerationFailedException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.NotFoundException;
+import dev.ortserve.service.error.OverloadedException;
+import dev.ortserve.service.error.ServiceException;
+import dev.ortserve.service.error.UnavailableException;
+
 /**
- * A failure to be answered with the OpenAI error envelope. Thrown anywhere below the
- * resources (validation, services, store); mapped once by {@link ApiExceptionMapper}.
+ * A failure as the client sees it: HTTP status and the OpenAI error envelope's type, param and
+ * code. Thrown by the api layer itself (the edge, resources, JSON reading); services throw
+ * {@link ServiceException}s, which {@link #from} turns into one: the only place a domain failure
+ * gets a status.
  */
 public class ApiException extends RuntimeException {
 
@@ -23,6 +33,36 @@ public class ApiException extends RuntimeException {
         this.param = param;
         this.code = code;
         this.retryAfterSeconds = retryAfterSeconds;
+    }
+
+    /** The status and envelope of each kind of domain failure. */
+    public static ApiException from(ServiceException e) {
+        if (e instanceof ModelNotFoundException) {
+            return new ApiException(404, "invalid_request_error", e.getMessage(), e.param(), e.code());
+        }
+        if (e instanceof InvalidRequestException) {
+            return new ApiException(400, "invalid_request_error", e.getMessage(), e.param(), e.code());
+        }
+        if (e instanceof NotFoundException) {
+            return new ApiException(404, "not_found_error", e.getMessage(), e.param(), e.code());
+        }
+        if (e instanceof OverloadedException o) {
+            return new ApiException(429, "rate_limit_error", e.getMessage(), e.param(), e.code(), o.retryAfterSeconds());
+        }
+        if (e instanceof UnavailableException) {
+            return new ApiException(503, "service_unavailable_error", e.getMessage(), e.param(), e.code());
+        }
+        if (e instanceof GenerationFailedException) {
+            return new ApiException(500, "server_error", e.getMessage(), e.param(), e.code());
+        }
+        throw new IllegalStateException("No status for " + e.getClass().getName());
+    }
+
+    /** What a failure of any kind tells the client; a domain failure keeps its own words. */
+    public static ApiException of(Throwable failure) {
+        if (failure instanceof ApiException api) return api;
+        if (failure instanceof ServiceException s) return from(s);
+        return null;
     }
 
     public static ApiException invalidRequest(String param, String message) {

@@ -37,6 +37,11 @@ public class ApiExceptionMappers {
     }
 
     @ServerExceptionMapper
+    public Response serviceException(dev.ortserve.service.error.ServiceException e) {
+        return errors.toResponse(ApiException.from(e));
+    }
+
+    @ServerExceptionMapper
     public Response unrecognizedField(UnrecognizedPropertyException e) {
         String param = JsonPaths.of(e);
         return errors.toResponse(ApiException.invalidRequest(param,

@@ -13,6 +13,8 @@ import dev.ortserve.api.model.ChatCompletionRequestSystemMessage;
 import dev.ortserve.api.model.ChatCompletionRequestToolMessage;
 import dev.ortserve.api.model.ChatCompletionRequestUserMessage;
 import dev.ortserve.api.union.MessageContent;
+import dev.ortserve.api.union.ToolChoice;
+import dev.ortserve.service.chat.ChatTurnRequest;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -76,6 +78,16 @@ final class ChatRequests {
             out.add(m);
         }
         return out;
+    }
+
+    /** The contract's tool_choice mode as a chat turn takes it. */
+    static ChatTurnRequest.ToolChoice toolChoice(ToolChoice.Mode mode) {
+        return switch (mode) {
+            case NONE -> ChatTurnRequest.ToolChoice.NONE;
+            case AUTO -> ChatTurnRequest.ToolChoice.AUTO;
+            case REQUIRED -> ChatTurnRequest.ToolChoice.REQUIRED;
+            case FUNCTION -> ChatTurnRequest.ToolChoice.FUNCTION;
+        };
     }
 
     /** vLLM's documents, as the template's {@code documents} variable; null when the request has none. */

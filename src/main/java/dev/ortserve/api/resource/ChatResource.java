@@ -17,20 +17,23 @@ import dev.ortserve.api.model.ChatCompletionTopLogprob;
 import dev.ortserve.api.model.ChatFinishReason;
 import dev.ortserve.api.model.CreateChatCompletionRequest;
 import dev.ortserve.api.model.CreateChatCompletionResponse;
-import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.parse.ChatDeltaStream;
 import dev.ortserve.service.parse.ChatOutput;
 import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
+import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -60,7 +63,7 @@ public class ChatResource implements ChatApi {
     CompletionService service;
 
     @Inject
-    dev.ortserve.service.structured.StructuredOutputs structured;
+    ChatTurns turns;
 
     @Inject
     OrtserveConfig config;
@@ -88,7 +91,6 @@ public class ChatResource implements ChatApi {
             throw ApiException.invalidRequest("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
                     + "' needs 'tools'.");
         }
-        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
         List<java.util.Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(),
                 new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { }) : null;
         java.util.Map<String, java.util.Map<String, Object>> schemas = new java.util.LinkedHashMap<>();
@@ -96,11 +98,8 @@ public class ChatResource implements ChatApi {
             req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
                     t.getFunction().getParameters() == null ? java.util.Map.of() : t.getFunction().getParameters()));
         }
-        dev.ortserve.engine.TokenConstraint constraint = constraint(req, choice, schemas);
-        // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
-        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
-        OutputParsers parsing = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
-                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
+        ChatTurn turn = turns.prepare(new ChatTurnRequest(tools, schemas, ChatRequests.toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw ApiException.invalidRequest("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -118,26 +117,22 @@ public class ChatResource implements ChatApi {
         // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
         // (the Vert.x response is taken here, on the request's own thread, for the stream written later)
         io.vertx.core.http.HttpServerResponse vertxResponse = http.response();
-        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, parsing, constraint, n, vertxResponse));
+        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, turn, n, vertxResponse));
     }
 
-    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, OutputParsers parsing,
-                                   dev.ortserve.engine.TokenConstraint constraint, int n, io.vertx.core.http.HttpServerResponse vertxResponse) {
-        var model = host.model();
-        SamplingFields.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), "messages");
+    private Uni<Response> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, ChatTurn turn, int n,
+                                   io.vertx.core.http.HttpServerResponse vertxResponse) {
+        OutputParsers parsing = turn.parsers();
         boolean completionTokens = req.getMaxCompletionTokens() != null;
         Integer maxTokens = completionTokens ? req.getMaxCompletionTokens() : req.getMaxTokens();
         Integer topLogprobs = Boolean.TRUE.equals(req.getLogprobs()) ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), req.getTopK(), req.getMinP(),
-                req.getRepetitionPenalty(), req.getFrequencyPenalty(), req.getPresencePenalty(), req.getLogitBias(), req.getSeed(),
-                maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens", req.getMinTokens(), req.getIgnoreEos(),
-                req.getStop(), req.getStopTokenIds(), req.getIncludeStopStrInOutput(),
-                // parsers read the markers: keep special tokens in the text they parse
-                parsing.active() ? Boolean.FALSE : req.getSkipSpecialTokens(), topLogprobs);
-        dev.ortserve.engine.SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
-        if (constraint != null) sampling = sampling.withConstraint(constraint);
-        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n,
-                sampling, false, maxTokens != null);
+        SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
+                .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
+                .presencePenalty(req.getPresencePenalty()).logitBias(req.getLogitBias()).seed(req.getSeed())
+                .maxTokens(maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens").minTokens(req.getMinTokens())
+                .ignoreEos(req.getIgnoreEos()).stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
+                .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens()).topLogprobs(topLogprobs);
+        CompletionCall call = turn.call(prompt, sampling, n, "messages");
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         if (Boolean.TRUE.equals(req.getStream())) {
@@ -160,21 +155,13 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    /** The grammar the output must follow: a forced tool call, or the response format; null for free text. */
-    private dev.ortserve.engine.TokenConstraint constraint(CreateChatCompletionRequest req, ToolChoice.Mode choice,
-                                                           java.util.Map<String, java.util.Map<String, Object>> schemas) {
-        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
-            if (req.getResponseFormat() != null && !(req.getResponseFormat() instanceof ResponseFormatText)) {
-                throw ApiException.invalidRequest("response_format", "'response_format' cannot be combined with a forced tool call.");
-            }
-            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
-                    "tool_choice");
-        }
+    /** The structured output format the request asks for; null for free text. */
+    private static ChatTurnRequest.OutputFormat format(CreateChatCompletionRequest req) {
         if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonObject) {
-            return structured.jsonObject();
+            return ChatTurnRequest.OutputFormat.jsonObject("response_format");
         }
         if (req.getResponseFormat() instanceof dev.ortserve.api.model.ResponseFormatJsonSchema js) {
-            return structured.jsonSchema(js.getJsonSchema().getSchema(), "response_format.json_schema.schema");
+            return ChatTurnRequest.OutputFormat.jsonSchema("response_format", js.getJsonSchema().getSchema(), "response_format.json_schema.schema");
         }
         return null;
     }
@@ -189,9 +176,9 @@ public class ChatResource implements ChatApi {
                     .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
                     .reasoningContent(out.reasoning()).toolCalls(out.calls().isEmpty() ? null : toolCalls(out.calls(), parsing.tools()));
             ChatCompletionChoice choice = new ChatCompletionChoice().index(i).message(message)
-                    .finishReason(out.calls().isEmpty() || r.finishReason() != FinishReason.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
+                    .finishReason(out.calls().isEmpty() || r.finishReason() != Finish.STOP ? finish(r.finishReason()) : ChatFinishReason.TOOL_CALLS)
                     .stopReason(StopReason.of(r.stopReason()));
-            if (call.sampling().topLogprobs() != null) choice.logprobs(logprobs(r.logprobs()));
+            if (call.logprobs()) choice.logprobs(logprobs(r.logprobs()));
             choices.add(choice);
             completionTokens += r.generatedTokens();
         }
@@ -207,7 +194,7 @@ public class ChatResource implements ChatApi {
         CompletionsResource.CachedTokens cached = new CompletionsResource.CachedTokens(call);
         List<String> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
-        List<List<TokenLogprob>> pendingLogprobs = new ArrayList<>();
+        List<List<Logprob>> pendingLogprobs = new ArrayList<>();
         for (int i = 0; i < call.choices(); i++) {
             streams[i] = new ChatDeltaStream(parsing);
             pendingLogprobs.add(new ArrayList<>());
@@ -220,22 +207,22 @@ public class ChatResource implements ChatApi {
             StringBuilder out = new StringBuilder();
             int index = e.index();
             if (!parsing.active()) {
-                boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
-                if (!e.event().textDelta().isEmpty() || withLogprobs) {
+                boolean withLogprobs = call.logprobs() && e.logprob() != null;
+                if (!e.textDelta().isEmpty() || withLogprobs) {
                     ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index)
-                            .delta(new ChatCompletionStreamDelta().content(e.event().textDelta()).toolCalls(null));
-                    if (withLogprobs) choice.logprobs(logprobs(List.of(e.event().logprob())));
+                            .delta(new ChatCompletionStreamDelta().content(e.textDelta()).toolCalls(null));
+                    if (withLogprobs) choice.logprobs(logprobs(List.of(e.logprob())));
                     out.append(frame(chunk(id, created).choices(List.of(choice))));
                 }
             } else {
                 // the parser regroups the text: each token's logprob rides on the next chunk that goes out
-                if (call.sampling().topLogprobs() != null && e.event().logprob() != null) pendingLogprobs.get(index).add(e.event().logprob());
-                out.append(parsedDeltas(streams[index], index, e.event().textDelta(), e.event().finishReason() != null, id, created,
+                if (call.logprobs() && e.logprob() != null) pendingLogprobs.get(index).add(e.logprob());
+                out.append(parsedDeltas(streams[index], index, e.textDelta(), e.finish() != null, id, created,
                         pendingLogprobs.get(index)));
             }
-            if (e.event().finishReason() != null) {
+            if (e.finish() != null) {
                 boolean called = streams[index].called();
-                List<TokenLogprob> left = pendingLogprobs.get(index);
+                List<Logprob> left = pendingLogprobs.get(index);
                 ChatCompletionChunkChoice last = new ChatCompletionChunkChoice().index(index);
                 if (!left.isEmpty()) {
                     last.logprobs(logprobs(List.copyOf(left)));
@@ -243,8 +230,8 @@ public class ChatResource implements ChatApi {
                 }
                 out.append(frame(chunk(id, created).choices(List.of(last
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
-                        .finishReason(called && e.event().finishReason() == FinishReason.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.event().finishReason()))
-                        .stopReason(StopReason.of(e.event().stopReason()))))));
+                        .finishReason(called && e.finish() == Finish.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.finish()))
+                        .stopReason(StopReason.of(e.stopReason()))))));
             }
             return out.toString();
         }).filter(f -> !f.isEmpty());
@@ -264,7 +251,7 @@ public class ChatResource implements ChatApi {
      * comes until a call begins, then per call one delta with its index, id, type and name (empty
      * arguments) and its arguments in pieces as they are generated.
      */
-    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<TokenLogprob> pending) {
+    private String parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<Logprob> pending) {
         StringBuilder frames = new StringBuilder();
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
             ChatCompletionStreamDelta out;
@@ -313,7 +300,7 @@ public class ChatResource implements ChatApi {
         }
     }
 
-    static ChatFinishReason finish(FinishReason reason) {
+    static ChatFinishReason finish(Finish reason) {
         if (reason == null) return null;
         return switch (reason) {
             case STOP -> ChatFinishReason.STOP;
@@ -322,11 +309,11 @@ public class ChatResource implements ChatApi {
         };
     }
 
-    public static ChatCompletionLogprobs logprobs(List<TokenLogprob> logprobs) {
+    public static ChatCompletionLogprobs logprobs(List<Logprob> logprobs) {
         List<ChatCompletionTokenLogprob> content = new ArrayList<>();
-        for (TokenLogprob lp : logprobs) {
+        for (Logprob lp : logprobs) {
             List<ChatCompletionTopLogprob> top = new ArrayList<>();
-            for (TokenLogprob.Top t : lp.top()) {
+            for (Logprob.Top t : lp.top()) {
                 top.add(new ChatCompletionTopLogprob().token(t.token()).logprob(CompletionsResource.number(t.logprob())).bytes(bytes(t.token())));
             }
             content.add(new ChatCompletionTokenLogprob().token(lp.token()).logprob(CompletionsResource.number(lp.logprob()))

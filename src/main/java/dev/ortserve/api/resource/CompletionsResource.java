@@ -15,12 +15,13 @@ import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.model.CreateCompletionResponse;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
+import dev.ortserve.service.generation.CompletionCalls;
 import dev.ortserve.service.generation.CompletionService;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -38,7 +39,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicInteger;
 
-/** POST /v1/completions: validation and the mapping of engine results to OpenAI's wire format. */
+/** POST /v1/completions: validation and the mapping of generation results to OpenAI's wire format. */
 public class CompletionsResource implements CompletionsApi {
 
     @Inject
@@ -56,13 +57,16 @@ public class CompletionsResource implements CompletionsApi {
     @Inject
     ErrorEnvelope errors;
 
+    @Inject
+    CompletionCalls calls;
+
     @Context
     HttpServerRequest http;
 
     @Override
     public Uni<Response> createCompletion(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
-        CompletionCall call = CompletionRequests.toCall(req, host.model(), config.engine().maxN(), config.engine().queueCapacity());
+        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN());
         String id = "cmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         String model = host.modelId();
@@ -75,8 +79,7 @@ public class CompletionsResource implements CompletionsApi {
         int bestOf = req.getBestOf() == null ? call.n() : req.getBestOf();
         if (bestOf > call.n()) {
             // best_of: generate best_of candidates per prompt (their token logprobs always computed), keep the n best
-            dev.ortserve.engine.SamplingParams scored = call.sampling().topLogprobs() != null ? call.sampling() : call.sampling().withTopLogprobs(0);
-            CompletionCall wide = new CompletionCall(call.prompts(), bestOf, scored, call.echo(), call.maxTokensGiven());
+            CompletionCall wide = call.candidates(bestOf);
             return service.complete(wide).map(results -> {
                 int generated = results.stream().mapToInt(ChoiceResult::generatedTokens).sum();
                 return Response.ok(response(call, best(results, bestOf, call.n()), id, created, model, generated)).build();
@@ -99,7 +102,7 @@ public class CompletionsResource implements CompletionsApi {
     static double meanLogprob(ChoiceResult r) {
         if (r.logprobs().isEmpty()) return Double.NEGATIVE_INFINITY;
         double sum = 0;
-        for (TokenLogprob lp : r.logprobs()) sum += lp.logprob();
+        for (Logprob lp : r.logprobs()) sum += lp.logprob();
         return sum / r.logprobs().size();
     }
 
@@ -115,7 +118,7 @@ public class CompletionsResource implements CompletionsApi {
             String text = call.echo() ? prompt.text() + r.text() : r.text();
             CompletionChoice choice = new CompletionChoice().index(i).text(text)
                     .finishReason(finish(r.finishReason())).stopReason(StopReason.of(r.stopReason()));
-            if (call.sampling().topLogprobs() != null) {
+            if (call.logprobs()) {
                 choice.logprobs(logprobs(r.logprobs(), 0));
             }
             choices.add(choice);
@@ -149,7 +152,7 @@ public class CompletionsResource implements CompletionsApi {
         }
 
         void see(ChoiceEvent e) {
-            if (e.index() % n == 0) byPrompt[e.index() / n] = e.event().cachedTokens();
+            if (e.index() % n == 0) byPrompt[e.index() / n] = e.cachedTokens();
         }
 
         int total() {
@@ -159,7 +162,7 @@ public class CompletionsResource implements CompletionsApi {
         }
     }
 
-    static CompletionChoice.FinishReasonEnum finish(FinishReason reason) {
+    static CompletionChoice.FinishReasonEnum finish(Finish reason) {
         if (reason == null) return null;
         return switch (reason) {
             case STOP -> CompletionChoice.FinishReasonEnum.STOP;
@@ -168,15 +171,15 @@ public class CompletionsResource implements CompletionsApi {
         };
     }
 
-    static CompletionLogprobs logprobs(List<TokenLogprob> logprobs, int offsetStart) {
+    static CompletionLogprobs logprobs(List<Logprob> logprobs, int offsetStart) {
         CompletionLogprobs out = new CompletionLogprobs().tokens(new ArrayList<>()).tokenLogprobs(new ArrayList<>())
                 .topLogprobs(new ArrayList<>()).textOffset(new ArrayList<>());
         int offset = offsetStart;
-        for (TokenLogprob lp : logprobs) {
+        for (Logprob lp : logprobs) {
             out.getTokens().add(lp.token());
             out.getTokenLogprobs().add(number(lp.logprob()));
             Map<String, BigDecimal> top = new LinkedHashMap<>();
-            for (TokenLogprob.Top t : lp.top()) top.putIfAbsent(t.token(), number(t.logprob()));
+            for (Logprob.Top t : lp.top()) top.putIfAbsent(t.token(), number(t.logprob()));
             out.getTopLogprobs().add(top);
             out.getTextOffset().add(offset);
             offset += lp.token().length();
@@ -219,20 +222,20 @@ public class CompletionsResource implements CompletionsApi {
                 completionTokens.incrementAndGet();
                 cached.see(e);
                 int index = e.index();
-                String text = e.event().textDelta();
+                String text = e.textDelta();
                 if (!started[index]) {
                     started[index] = true;
                     if (call.echo()) text = call.prompts().get(index / call.n()).text() + text;
                 }
-                boolean withLogprobs = call.sampling().topLogprobs() != null && e.event().logprob() != null;
-                if (text.isEmpty() && e.event().finishReason() == null && !withLogprobs) {
+                boolean withLogprobs = call.logprobs() && e.logprob() != null;
+                if (text.isEmpty() && e.finish() == null && !withLogprobs) {
                     return "";
                 }
                 CompletionChoice choice = new CompletionChoice().index(index).text(text)
-                        .finishReason(finish(e.event().finishReason())).stopReason(StopReason.of(e.event().stopReason()));
+                        .finishReason(finish(e.finish())).stopReason(StopReason.of(e.stopReason()));
                 if (withLogprobs) {
-                    choice.logprobs(logprobs(List.of(e.event().logprob()), offsets[index]));
-                    offsets[index] += e.event().logprob().token().length();
+                    choice.logprobs(logprobs(List.of(e.logprob()), offsets[index]));
+                    offsets[index] += e.logprob().token().length();
                 }
                 CompletionChunk chunk = chunk().choices(List.of(choice));
                 if (continuousUsage) chunk.usage(usage(promptTokens, cached.total(), completionTokens.get()));
@@ -263,7 +266,8 @@ public class CompletionsResource implements CompletionsApi {
     }
 
     public static ApiException streamError(Throwable failure) {
-        if (failure instanceof ApiException api) return api;
+        ApiException api = ApiException.of(failure);
+        if (api != null) return api;
         // the details (ONNX Runtime's node names and shapes) are in the server log, not for clients
         return new ApiException(500, "server_error", "The server had an error while generating; the generation was stopped.", null, "generation_failed");
     }

@@ -2,6 +2,32 @@ package dev.ortserve.service.generation;
 
 import dev.ortserve.engine.TokenEvent;
 
-/** One engine event of one choice of a multi-choice generation. */
+/**
+ * One engine event of one choice of a multi-choice generation. Resources read it through the
+ * accessors below, in the service's terms; {@link #event()} is for the services themselves.
+ */
 public record ChoiceEvent(int index, TokenEvent event) {
+
+    public String textDelta() {
+        return event.textDelta();
+    }
+
+    /** This token's logprob, or null when the call asked for none. */
+    public Logprob logprob() {
+        return Logprob.of(event.logprob());
+    }
+
+    /** How the choice ended; null until its last event. */
+    public Finish finish() {
+        return Finish.of(event.finishReason());
+    }
+
+    /** The stop string or token id that ended the choice, or null. */
+    public Object stopReason() {
+        return event.stopReason();
+    }
+
+    public int cachedTokens() {
+        return event.cachedTokens();
+    }
 }

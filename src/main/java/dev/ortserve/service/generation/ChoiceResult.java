@@ -1,6 +1,5 @@
 package dev.ortserve.service.generation;
 
-import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.engine.TokenLogprob;
 
@@ -8,7 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 /** One finished choice: its text (the concatenation of its stream deltas), tokens and logprobs. */
-public record ChoiceResult(String text, List<Integer> tokenIds, List<TokenLogprob> logprobs, FinishReason finishReason,
+public record ChoiceResult(String text, List<Integer> tokenIds, List<Logprob> logprobs, Finish finishReason,
                            Object stopReason, int promptTokens, int generatedTokens, int cachedTokens) {
 
     static List<Accumulator> accumulators(int n) {
@@ -31,7 +30,7 @@ public record ChoiceResult(String text, List<Integer> tokenIds, List<TokenLogpro
         }
 
         ChoiceResult result() {
-            return new ChoiceResult(text.toString(), tokens, logprobs, last == null ? FinishReason.ERROR : last.finishReason(),
+            return new ChoiceResult(text.toString(), tokens, Logprob.of(logprobs), last == null ? Finish.ERROR : Finish.of(last.finishReason()),
                     last == null ? null : last.stopReason(), last == null ? 0 : last.promptTokens(), tokens.size(),
                     last == null ? 0 : last.cachedTokens());
         }

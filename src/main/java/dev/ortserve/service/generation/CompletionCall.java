@@ -17,4 +17,14 @@ public record CompletionCall(List<Prompt> prompts, int n, SamplingParams samplin
     public int choices() {
         return prompts.size() * n;
     }
+
+    /** Whether each choice reports its tokens' logprobs. */
+    public boolean logprobs() {
+        return sampling.topLogprobs() != null;
+    }
+
+    /** best_of: {@code bestOf} candidates per prompt, their token logprobs always computed so that they can be ranked. */
+    public CompletionCall candidates(int bestOf) {
+        return new CompletionCall(prompts, bestOf, logprobs() ? sampling : sampling.withTopLogprobs(0), echo, maxTokensGiven);
+    }
 }

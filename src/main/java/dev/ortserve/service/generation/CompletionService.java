@@ -1,6 +1,6 @@
 package dev.ortserve.service.generation;
 
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.OverloadedException;
 import dev.ortserve.engine.EngineQueueFullException;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.SamplingParams;
@@ -48,7 +48,7 @@ public class CompletionService {
         try {
             streams = host.engine().generateAll(requests);
         } catch (EngineQueueFullException e) {
-            throw ApiException.overloaded("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
+            throw new OverloadedException("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
         }
         List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
         for (int i = 0; i < streams.size(); i++) {

@@ -1,6 +1,6 @@
 package dev.ortserve.service.prompt;
 
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.service.prompt.jinja.Template;
@@ -99,13 +99,13 @@ public final class ChatPromptRenderer {
 
     public Prompt render(Request r) {
         if (r.continueFinalMessage() && r.addGenerationPrompt()) {
-            throw ApiException.invalidRequest("continue_final_message",
+            throw new InvalidRequestException("continue_final_message",
                     "'continue_final_message' continues the last message; it cannot be combined with 'add_generation_prompt' true.");
         }
         if (r.kwargs() != null) {
             for (String key : r.kwargs().keySet()) {
                 if (RESERVED.contains(key)) {
-                    throw ApiException.invalidRequest("chat_template_kwargs", "'chat_template_kwargs' cannot set '" + key
+                    throw new InvalidRequestException("chat_template_kwargs", "'chat_template_kwargs' cannot set '" + key
                             + "': it is given by the request itself.");
                 }
             }
@@ -117,10 +117,10 @@ public final class ChatPromptRenderer {
             try {
                 renderer = new ChatTemplateRenderer(r.requestTemplate(), clock, limits);
             } catch (ChatTemplateException e) {
-                throw ApiException.invalidRequest("chat_template", e.getMessage(), "chat_template_error");
+                throw new InvalidRequestException("chat_template", e.getMessage(), "chat_template_error");
             }
         } else if (renderer == null) {
-            throw ApiException.invalidRequest("messages", "The model has no chat template (tokenizer_config.json chat_template, "
+            throw new InvalidRequestException("messages", "The model has no chat template (tokenizer_config.json chat_template, "
                     + "chat_template.jinja, or ortserve.chat-template); use /v1/completions.");
         }
         String text;
@@ -128,8 +128,8 @@ public final class ChatPromptRenderer {
             text = renderer.render(new ChatTemplateRenderer.Input(rewriteCallIds(normalise(r.messages()), callIds), r.tools(), r.documents(),
                     r.addGenerationPrompt(), r.continueFinalMessage(), r.kwargs(), model.specialTokens()));
         } catch (ChatTemplateException e) {
-            if (e.kind() == ChatTemplateException.Kind.INPUT) throw ApiException.invalidRequest("continue_final_message", e.getMessage());
-            throw ApiException.invalidRequest(param, e.getMessage(), "chat_template_error");
+            if (e.kind() == ChatTemplateException.Kind.INPUT) throw new InvalidRequestException("continue_final_message", e.getMessage());
+            throw new InvalidRequestException(param, e.getMessage(), "chat_template_error");
         }
         return new Prompt(text, model.tokenizer().encode(text, false));
     }

@@ -4,7 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.NotFoundException;
 import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.SamplingParams;
@@ -66,7 +67,7 @@ public class ResponseCompaction {
             try {
                 plain = seal.open(encrypted, owner);
             } catch (CompactionSeal.Unreadable e) {
-                throw ApiException.invalidRequest(param, "This compaction item cannot be used: " + e.getMessage()
+                throw new InvalidRequestException(param, "This compaction item cannot be used: " + e.getMessage()
                         + ". Send the item exactly as /v1/responses/compact returned it, with the same API key.", "invalid_encrypted_content");
             }
             try {
@@ -96,13 +97,13 @@ public class ResponseCompaction {
     public Uni<ObjectNode> compact(CompactResponseRequest req, String owner) {
         host.requireModel(req.getModel());
         if (req.getInput() == null && req.getPreviousResponseId() == null) {
-            throw ApiException.invalidRequest("input", "Nothing to compact: send 'input', 'previous_response_id' or both.");
+            throw new InvalidRequestException("input", "Nothing to compact: send 'input', 'previous_response_id' or both.");
         }
         String previous = req.getPreviousResponseId();
         Uni<List<JsonNode>> earlier = previous == null ? Uni.createFrom().item(List.of())
                 : store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
                     if (conversation == null) {
-                        throw ApiException.notFound("Previous response with id '" + previous + "' not found.", "previous_response_id",
+                        throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                                 "previous_response_not_found");
                     }
                     List<JsonNode> all = new ArrayList<>();
@@ -151,13 +152,13 @@ public class ResponseCompaction {
         ChatPromptRenderer.Prompt prompt;
         try {
             prompt = host.chatPrompts().render(messages, null, true, null);
-        } catch (ApiException e) {
+        } catch (InvalidRequestException e) {
             if (!"messages".equals(e.param())) throw e;
-            throw new ApiException(e.status(), e.type(), e.getMessage(), "input", e.code());
+            throw e.withParam("input");
         }
         int context = host.model().spec().maxModelLen();
         if (prompt.tokenIds().length >= context) {
-            throw ApiException.invalidRequest("input", "The turns to summarize take " + prompt.tokenIds().length + " tokens, more than this model's "
+            throw new InvalidRequestException("input", "The turns to summarize take " + prompt.tokenIds().length + " tokens, more than this model's "
                     + context + "-token context: compact earlier, or keep fewer turns.", "context_length_exceeded");
         }
         int max = Math.min(config.compactionSummaryMaxTokens(), context - prompt.tokenIds().length);

@@ -60,6 +60,16 @@ final class ResponseDraft {
         this.withLogprobs = withLogprobs;
     }
 
+    /** The response this one continues, or null. */
+    String previousResponseId() {
+        return request.getPreviousResponseId();
+    }
+
+    /** False when the request asked for one call at most ('parallel_tool_calls': false). */
+    boolean parallelToolCalls() {
+        return !Boolean.FALSE.equals(request.getParallelToolCalls());
+    }
+
     String reasoningId() {
         if (reasoningId == null) reasoningId = ResponseIds.item("rs");
         return reasoningId;

@@ -5,7 +5,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.api.model.ResponseCompactionItem;
 import dev.ortserve.api.model.ResponseContentPart;
 import dev.ortserve.api.model.ResponseFunctionCallItem;
@@ -57,7 +58,7 @@ final class ResponseItems {
         }
         List<ResponseInputItem> items = input.items();
         if (items.isEmpty()) {
-            throw ApiException.invalidRequest("input", "'input' must not be an empty array.");
+            throw new InvalidRequestException("input", "'input' must not be an empty array.");
         }
         for (int i = 0; i < items.size(); i++) {
             String param = "input[" + i + "]";
@@ -87,7 +88,7 @@ final class ResponseItems {
                         .put("call_id", o.getCallId()).put("output", o.getOutput()).put("status", "completed"));
             } else if (item instanceof ResponseReasoningItem r) {
                 if (r.getEncryptedContent() != null) {
-                    throw ApiException.unsupported(param + ".encrypted_content", "Encrypted reasoning content is not supported by this server.");
+                    throw new UnsupportedParameterException(param + ".encrypted_content", "Encrypted reasoning content is not supported by this server.");
                 }
                 ObjectNode node = mapper.createObjectNode().put("type", "reasoning").put("id", idOr(r.getId(), "rs"));
                 node.set("summary", mapper.valueToTree(r.getSummary() == null ? List.of() : r.getSummary()));
@@ -98,7 +99,7 @@ final class ResponseItems {
             } else if (item instanceof ResponseItemReference ref) {
                 JsonNode found = references.apply(ref.getId());
                 if (found == null) {
-                    throw ApiException.invalidRequest(param + ".id", "Item '" + ref.getId()
+                    throw new InvalidRequestException(param + ".id", "Item '" + ref.getId()
                             + "' is not an item of the conversation named by 'previous_response_id'.");
                 }
                 out.add(found.deepCopy());
@@ -111,7 +112,7 @@ final class ResponseItems {
         if (part instanceof ResponseInputText t) return textPart(partType, t.getText());
         if (part instanceof ResponseOutputText t) return textPart(partType, t.getText());
         if (part instanceof ResponseRefusal r) return mapper.createObjectNode().put("type", "refusal").put("refusal", r.getRefusal());
-        throw ApiException.unsupported(param, "Content parts of type '" + part.getType() + "' are not supported: this model takes text only.");
+        throw new UnsupportedParameterException(param, "Content parts of type '" + part.getType() + "' are not supported: this model takes text only.");
     }
 
     private ObjectNode textPart(String type, String text) {

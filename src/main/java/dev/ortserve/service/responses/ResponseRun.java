@@ -3,7 +3,10 @@ package dev.ortserve.service.responses;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.GenerationFailedException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.ServiceException;
+import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenEvent;
@@ -84,8 +87,8 @@ public final class ResponseRun {
                 .flatMap(g -> {
                     if (g.finish == FinishReason.ERROR || g.finish == null) {
                         LOG.warnf("Response %s: generation ended without a result (%d tokens, finish %s)", draft.id, g.tokens, g.finish);
-                        return Uni.createFrom().failure(new ApiException(500, "server_error", "Generation failed"
-                                + (g.finish == null ? ": the generation ended without a finish reason." : "."), null, "generation_failed"));
+                        return Uni.createFrom().failure(new GenerationFailedException("Generation failed"
+                                + (g.finish == null ? ": the generation ended without a finish reason." : ".")));
                     }
                     ObjectNode response = finished(g);
                     return persist(response).replaceWith(response);
@@ -105,13 +108,13 @@ public final class ResponseRun {
         if (!draft.store) return Uni.createFrom().voidItem();
         if (draft.background) {
             // the run ends once: a cancel or a lapsed lease may have ended it already
-            return store.finishRun(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input), null, false)
+            return store.finishRun(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input), null, false)
                     .onFailure().transform(ResponseRun::storeFailure).invoke(won -> {
                         endedElsewhere = !won;
                         finishedHere = won;
                     }).replaceWithVoid();
         }
-        return store.put(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input))
+        return store.put(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input))
                 .onFailure().transform(ResponseRun::storeFailure);
     }
 
@@ -119,14 +122,14 @@ public final class ResponseRun {
         if (f instanceof StoreUnavailableException u) {
             // the store's own words (hosts, ports) go to the log, not to clients
             LOG.warnf("Conversation store unavailable: %s", u.getMessage());
-            return ApiException.unavailable("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
+            return new UnavailableException("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
         }
         if (f instanceof RecordTooLargeException r) {
-            return ApiException.invalidRequest("store", "The response cannot be stored: " + r.getMessage()
+            return new InvalidRequestException("store", "The response cannot be stored: " + r.getMessage()
                     + " (ORTSERVE_STORE_MAX_RECORD_BYTES). Lower 'max_output_tokens' or send 'store': false.", "response_too_large");
         }
         if (f instanceof ConversationFullException c) {
-            return ApiException.invalidRequest("previous_response_id", "The conversation cannot grow further: " + c.getMessage()
+            return new InvalidRequestException("previous_response_id", "The conversation cannot grow further: " + c.getMessage()
                     + " (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
         }
         return f;
@@ -158,7 +161,7 @@ public final class ResponseRun {
 
     /** The record a background run is stored with before it starts. */
     StoredResponse queued() {
-        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
+        return new StoredResponse(draft.id, draft.previousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
     }
 
     /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
@@ -178,7 +181,7 @@ public final class ResponseRun {
             if (!text.isEmpty()) items = draft.items(parsers.parse(text), true, logprobs);
         }
         ObjectNode response = draft.response(status, items, draft.usage(promptTokens, cached, tokens, 0), null, error);
-        return new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input);
+        return new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input);
     }
 
     /** Drops an admitted generation that will never be read (its background run could not be stored). */
@@ -207,21 +210,21 @@ public final class ResponseRun {
             return Multi.createFrom().uni(persist(response).map(v -> st.event(done, lifecycle(response)))
                     .onFailure().recoverWithItem(f -> {
                         Throwable api = storeFailure(f);
-                        return st.failed(api instanceof ApiException a && a.code() != null ? a.code() : "server_error", api.getMessage());
+                        return st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage());
                     }));
         });
         return Multi.createBy().concatenating().streams(head, body, tail)
                 .onFailure().recoverWithItem(f -> {
-                    ApiException api = streamError(f);
+                    ServiceException api = streamError(f);
                     return st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage());
                 });
     }
 
     /** A failure after the stream started, as the response.failed event reports it (runtime details stay in the log). */
-    static ApiException streamError(Throwable failure) {
-        if (failure instanceof ApiException api) return api;
+    static ServiceException streamError(Throwable failure) {
+        if (failure instanceof ServiceException known) return known;
         LOG.error("A response's generation failed", failure);
-        return new ApiException(500, "server_error", "The server had an error while generating; the generation was stopped.", null, "generation_failed");
+        return new GenerationFailedException("The server had an error while generating; the generation was stopped.");
     }
 
     private ObjectNode lifecycle(ObjectNode response) {
@@ -302,7 +305,7 @@ public final class ResponseRun {
                     out.append(event("response.output_text.delta", textDelta));
                 } else if (d.callStart()) {
                     // parallel_tool_calls false: the response reports the first call only
-                    if (d.callIndex() > 0 && Boolean.FALSE.equals(draft.request.getParallelToolCalls())) continue;
+                    if (d.callIndex() > 0 && !draft.parallelToolCalls()) continue;
                     closeReasoning(out, false);
                     closeMessage(out, "completed");
                     if (!calls.isEmpty()) closeCall(out, calls.get(calls.size() - 1));

@@ -4,23 +4,26 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.NotFoundException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.model.ResponsesFunctionTool;
 import dev.ortserve.api.model.ResponsesHostedTool;
-import dev.ortserve.api.resource.SamplingFields;
 import dev.ortserve.api.union.ResponsesTool;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.SamplingParams;
-import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.api.model.ResponseTextFormatJsonSchema;
-import dev.ortserve.service.structured.StructuredOutputs;
+import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
+import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.store.Conversation;
@@ -68,7 +71,7 @@ public class ResponsesService {
     ObjectMapper mapper;
 
     @Inject
-    StructuredOutputs structured;
+    ChatTurns chatTurns;
 
     @Inject
     BackgroundRuns background;
@@ -84,7 +87,7 @@ public class ResponsesService {
         if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null));
         return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
             if (conversation == null) {
-                throw ApiException.notFound("Previous response with id '" + previous + "' not found.", "previous_response_id",
+                throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
             return admit(req, owner, conversation);
@@ -93,18 +96,18 @@ public class ResponsesService {
 
     private void checkRequest(CreateResponseRequest req) {
         if (req.getInput() == null) {
-            throw ApiException.invalidRequest("input", "'input' is required: a string or an array of input items.");
+            throw new InvalidRequestException("input", "'input' is required: a string or an array of input items.");
         }
         if (Boolean.TRUE.equals(req.getBackground()) && Boolean.FALSE.equals(req.getStore())) {
-            throw ApiException.invalidRequest("background", "A background response is stored so that it can be read later: 'background': true needs 'store' true (or unset).");
+            throw new InvalidRequestException("background", "A background response is stored so that it can be read later: 'background': true needs 'store' true (or unset).");
         }
         if (req.getText() != null && req.getText().getVerbosity() != null) {
-            throw ApiException.unsupported("text.verbosity", "'text.verbosity' is not supported by this server.");
+            throw new UnsupportedParameterException("text.verbosity", "'text.verbosity' is not supported by this server.");
         }
         if (req.getInclude() != null) {
             for (int i = 0; i < req.getInclude().size(); i++) {
                 if (req.getInclude().get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
-                    throw ApiException.unsupported("include[" + i + "]", "'" + req.getInclude().get(i)
+                    throw new UnsupportedParameterException("include[" + i + "]", "'" + req.getInclude().get(i)
                             + "' cannot be included: this server does not produce encrypted reasoning.");
                 }
             }
@@ -112,11 +115,11 @@ public class ResponsesService {
         if (req.getMetadata() != null) {
             for (Map.Entry<String, String> e : req.getMetadata().entrySet()) {
                 if (e.getKey().length() > METADATA_KEY_MAX) {
-                    throw ApiException.invalidRequest("metadata", "Metadata keys can be at most " + METADATA_KEY_MAX
+                    throw new InvalidRequestException("metadata", "Metadata keys can be at most " + METADATA_KEY_MAX
                             + " characters long; got a key of " + e.getKey().length() + ".");
                 }
                 if (e.getValue() != null && e.getValue().length() > METADATA_VALUE_MAX) {
-                    throw ApiException.invalidRequest("metadata." + e.getKey(), "Metadata values can be at most " + METADATA_VALUE_MAX
+                    throw new InvalidRequestException("metadata." + e.getKey(), "Metadata values can be at most " + METADATA_VALUE_MAX
                             + " characters long; got " + e.getValue().length() + ".");
                 }
             }
@@ -126,7 +129,7 @@ public class ResponsesService {
             for (int i = 0; i < req.getTools().size(); i++) {
                 ResponsesTool tool = req.getTools().get(i);
                 if (tool.is(ResponsesHostedTool.class)) {
-                    throw ApiException.unsupported("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
+                    throw new UnsupportedParameterException("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
                             + "') are not available on this server; only 'function' tools are supported.");
                 }
             }
@@ -134,10 +137,10 @@ public class ResponsesService {
         ToolChoice choice = req.getToolChoice();
         // tool_choice none: the tools still reach the template, the output is never parsed
         if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
-            throw ApiException.unsupported("tools", host.parsers().toolsRefusal());
+            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
         }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
-            throw ApiException.invalidRequest("tool_choice", "A forced 'tool_choice' needs 'tools'.");
+            throw new InvalidRequestException("tool_choice", "A forced 'tool_choice' needs 'tools'.");
         }
     }
 
@@ -178,27 +181,21 @@ public class ResponsesService {
             }
         }
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
-        boolean parseTools = hasTools && choice != ToolChoice.Mode.NONE;
-        TokenConstraint constraint = constraint(req, choice, schemas);
-        boolean forced = choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION;
-        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
-                : forced ? dev.ortserve.service.parse.Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), schemas);
+        ChatTurn turn = chatTurns.prepare(new ChatTurnRequest(tools, schemas, toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
+        OutputParsers parsers = turn.parsers();
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
         var model = host.model();
         boolean logprobs = req.getInclude() != null && !req.getInclude().isEmpty();
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
-            throw ApiException.invalidRequest("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
+            throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        SamplingFields fields = new SamplingFields(req.getTemperature(), req.getTopP(), null, null, null,
-                req.getFrequencyPenalty(), req.getPresencePenalty(), null, null,
-                req.getMaxOutputTokens(), "max_output_tokens", null, null, null, null, null,
-                parsers.active() ? Boolean.FALSE : null, topLogprobs);
-        SamplingParams sampling = fields.toParams(model.spec(), model.spec().vocabSize(), prompt.tokenIds().length);
-        if (constraint != null) sampling = sampling.withConstraint(constraint);
-        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1, sampling, false,
-                req.getMaxOutputTokens() != null);
+        CompletionCall call = turn.call(prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+                .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
+                .maxTokens(req.getMaxOutputTokens(), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
+        SamplingParams sampling = call.sampling();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         // admission is the last step: a request refused above never reaches the engine
@@ -210,17 +207,22 @@ public class ResponsesService {
         return value == null ? unset : value.doubleValue();
     }
 
-    /** The grammar the output must follow: a forced function call or the text format; null for free text. */
-    private TokenConstraint constraint(CreateResponseRequest req, ToolChoice.Mode choice, Map<String, Map<String, Object>> schemas) {
-        boolean formatted = req.getText() != null && req.getText().getFormat() != null && !(req.getText().getFormat() instanceof ResponseFormatText);
-        if (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION) {
-            if (formatted) throw ApiException.invalidRequest("text.format", "'text.format' cannot be combined with a forced tool call.");
-            return structured.toolCall(host.toolCallParser(), schemas, choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null,
-                    "tool_choice");
+    /** The structured output format 'text.format' asks for; null for free text. */
+    private static ChatTurnRequest.OutputFormat format(CreateResponseRequest req) {
+        if (req.getText() == null || req.getText().getFormat() == null || req.getText().getFormat() instanceof ResponseFormatText) return null;
+        if (req.getText().getFormat() instanceof ResponseTextFormatJsonSchema js) {
+            return ChatTurnRequest.OutputFormat.jsonSchema("text.format", js.getSchema(), "text.format.schema");
         }
-        if (!formatted) return null;
-        if (req.getText().getFormat() instanceof ResponseTextFormatJsonSchema js) return structured.jsonSchema(js.getSchema(), "text.format.schema");
-        return structured.jsonObject();
+        return ChatTurnRequest.OutputFormat.jsonObject("text.format");
+    }
+
+    private static ChatTurnRequest.ToolChoice toolChoice(ToolChoice.Mode mode) {
+        return switch (mode) {
+            case NONE -> ChatTurnRequest.ToolChoice.NONE;
+            case AUTO -> ChatTurnRequest.ToolChoice.AUTO;
+            case REQUIRED -> ChatTurnRequest.ToolChoice.REQUIRED;
+            case FUNCTION -> ChatTurnRequest.ToolChoice.FUNCTION;
+        };
     }
 
     /** Refuses, before generation, a turn that could not be stored within the caps even with an empty output. */
@@ -229,12 +231,12 @@ public class ResponsesService {
         StoredResponse bare = new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input);
         int size = StoredResponseCodec.sizeOf(StoredResponseCodec.encode(bare));
         if (size > config.storeMaxRecordBytes()) {
-            throw ApiException.invalidRequest("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
+            throw new InvalidRequestException("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
                     + config.storeMaxRecordBytes() + " bytes (ORTSERVE_STORE_MAX_RECORD_BYTES). Send less input, or 'store': false.",
                     "response_too_large");
         }
         if (conversation != null && conversation.storedBytes() + size > config.storeMaxConversationBytes()) {
-            throw ApiException.invalidRequest("previous_response_id", "The conversation holds " + conversation.storedBytes()
+            throw new InvalidRequestException("previous_response_id", "The conversation holds " + conversation.storedBytes()
                     + " bytes and this turn's input adds " + size + ", over the per-conversation limit of " + config.storeMaxConversationBytes()
                     + " bytes (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
         }
@@ -265,13 +267,13 @@ public class ResponsesService {
             ChatPromptRenderer.Prompt prompt;
             try {
                 prompt = host.chatPrompts().render(messages, tools, true, null);
-            } catch (ApiException e) {
+            } catch (InvalidRequestException e) {
                 if (!"messages".equals(e.param())) throw e;
-                throw new ApiException(e.status(), e.type(), e.getMessage(), "input", e.code());
+                throw e.withParam("input");
             }
             boolean fits = prompt.tokenIds().length + reserve <= context;
             if (fits || !auto || skip >= turns.size()) {
-                SamplingFields.checkPromptFits(prompt.tokenIds().length, context, "input");
+                SamplingRequest.checkPromptFits(prompt.tokenIds().length, context, "input");
                 return prompt;
             }
         }
@@ -310,7 +312,7 @@ public class ResponsesService {
     public Uni<Multi<String>> follow(String id, String owner, long startingAfter) {
         return found(id, owner).map(r -> {
             if (!r.response().path("background").asBoolean()) {
-                throw ApiException.invalidRequest("stream", "Only background responses can be streamed after they were created; response '" + id
+                throw new InvalidRequestException("stream", "Only background responses can be streamed after they were created; response '" + id
                         + "' was not created with 'background': true.");
             }
             return background.follow(r, startingAfter);
@@ -352,14 +354,14 @@ public class ResponsesService {
         for (int i = 0; i < items.size(); i++) {
             if (items.get(i).path("id").asText().equals(id)) return i;
         }
-        throw ApiException.invalidRequest(param, "'" + param + "' names no input item of this response: '" + id + "'.");
+        throw new InvalidRequestException(param, "'" + param + "' names no input item of this response: '" + id + "'.");
     }
 
     /** Cancels a background response (400 for another response, 404 when unknown); one that has ended is returned as it is. */
     public Uni<JsonNode> cancel(String id, String owner) {
         return found(id, owner).flatMap(r -> {
             if (!r.response().path("background").asBoolean()) {
-                throw ApiException.invalidRequest(null, "Only responses created with 'background': true can be cancelled; response '" + id
+                throw new InvalidRequestException(null, "Only responses created with 'background': true can be cancelled; response '" + id
                         + "' was not.");
             }
             return background.cancel(r).onFailure().transform(ResponseRun::storeFailure);
@@ -373,8 +375,8 @@ public class ResponsesService {
         });
     }
 
-    private static ApiException notFound(String id) {
-        return ApiException.notFound("Response with id '" + id + "' not found.", "response_id", "response_not_found");
+    private static NotFoundException notFound(String id) {
+        return new NotFoundException("Response with id '" + id + "' not found.", "response_id", "response_not_found");
     }
 
 }

@@ -2,7 +2,8 @@ package dev.ortserve.service.structured;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.api.error.ApiException;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.engine.grammar.ByteDfa;
@@ -67,12 +68,12 @@ public class StructuredOutputs {
         ToolCallParser forced = dev.ortserve.service.parse.Parsers.forcedCalls(parser);
         String format = forced == null ? null : forced.name();
         if (format == null) {
-            throw ApiException.unsupported(param, "Forcing a tool call needs a tool-call parser for this model.");
+            throw new UnsupportedParameterException(param, "Forcing a tool call needs a tool-call parser for this model.");
         }
         Map<String, Map<String, Object>> chosen = new LinkedHashMap<>();
         if (forcedName != null) {
             if (!tools.containsKey(forcedName)) {
-                throw ApiException.invalidRequest(param, "'tool_choice' names the function '" + forcedName + "', which is not in 'tools'.");
+                throw new InvalidRequestException(param, "'tool_choice' names the function '" + forcedName + "', which is not in 'tools'.");
             }
             chosen.put(forcedName, tools.get(forcedName));
         } else {
@@ -106,10 +107,10 @@ public class StructuredOutputs {
             Nfa.Frag frag = grammar.apply(nfa);
             built = new GrammarConstraint(new ByteDfa(nfa, frag), vocabulary());
         } catch (SchemaException e) {
-            throw ApiException.invalidRequest(param, e.getMessage() + (e.path().isEmpty() ? "" : " (at '" + e.path() + "')"),
+            throw new InvalidRequestException(param, e.getMessage() + (e.path().isEmpty() ? "" : " (at '" + e.path() + "')"),
                     "invalid_json_schema");
         } catch (GrammarTooLargeException e) {
-            throw ApiException.invalidRequest(param, "The schema is too large to enforce: " + e.getMessage() + ".", "invalid_json_schema");
+            throw new InvalidRequestException(param, "The schema is too large to enforce: " + e.getMessage() + ".", "invalid_json_schema");
         }
         synchronized (cache) {
             cache.putIfAbsent(key, built);
@@ -125,7 +126,7 @@ public class StructuredOutputs {
                     LoadedModel model = host.model();
                     Path tokenizer = model.directory().resolve("tokenizer.json");
                     if (!Files.isRegularFile(tokenizer)) {
-                        throw ApiException.unsupported("response_format", "Structured outputs need the model's tokenizer.json.");
+                        throw new UnsupportedParameterException("response_format", "Structured outputs need the model's tokenizer.json.");
                     }
                     try {
                         vocabulary = TokenVocabulary.load(tokenizer, Math.max(model.spec().vocabSize(), model.tokenizer().vocabSize()),

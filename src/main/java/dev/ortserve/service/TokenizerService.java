@@ -1,0 +1,55 @@
+package dev.ortserve.service;
+
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+import io.smallrye.mutiny.Uni;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** Tokenizing and detokenizing on the served model's own tokenizer (vLLM's /tokenize and /detokenize). */
+@ApplicationScoped
+public class TokenizerService {
+
+    @Inject
+    GenerationModelHost host;
+
+    /** A prompt's tokens, their texts when asked for (else null), and the model's context length. */
+    public record Tokens(List<Integer> ids, List<String> strings, int maxModelLen) {
+    }
+
+    /** A chat conversation's tokens: the same rendering path as chat completions, so what this counts is what the model is fed. */
+    public Uni<Tokens> chat(ChatPromptRenderer.Request request, boolean strings) {
+        LoadedModel model = host.model();
+        return host.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
+    }
+
+    public Tokens text(String text, boolean addSpecialTokens, boolean strings) {
+        LoadedModel model = host.model();
+        return tokens(model.tokenizer().encode(text, addSpecialTokens), strings, model);
+    }
+
+    /** The text of token ids; each must be in the vocabulary. */
+    public String detokenize(List<Integer> tokens) {
+        LoadedModel model = host.model();
+        int vocab = model.spec().vocabSize();
+        int[] ids = new int[tokens.size()];
+        for (int i = 0; i < ids.length; i++) {
+            Integer id = tokens.get(i);
+            if (id == null || id < 0 || id >= vocab) {
+                throw new InvalidRequestException("tokens", "Token id " + id + " at index " + i + " is outside the vocabulary [0, " + vocab + ").");
+            }
+            ids[i] = id;
+        }
+        return model.tokenizer().decode(ids, false);
+    }
+
+    private static Tokens tokens(int[] ids, boolean strings, LoadedModel model) {
+        List<Integer> list = new ArrayList<>(ids.length);
+        for (int id : ids) list.add(id);
+        return new Tokens(list, strings ? list.stream().map(model.tokenizer()::tokenText).toList() : null, model.spec().maxModelLen());
+    }
+}

@@ -1,0 +1,49 @@
+package dev.ortserve.service.chat;
+
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.service.generation.CompletionCall;
+import dev.ortserve.service.generation.SamplingRequest;
+import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+
+import java.util.List;
+
+/**
+ * A chat turn prepared once for chat completions and Responses: the parsers its output goes
+ * through and the grammar it is generated under (a forced call, a JSON format, or none).
+ */
+public final class ChatTurn {
+
+    private final OutputParsers parsers;
+    private final TokenConstraint constraint;
+    private final LoadedModel model;
+
+    ChatTurn(OutputParsers parsers, TokenConstraint constraint, LoadedModel model) {
+        this.parsers = parsers;
+        this.constraint = constraint;
+        this.model = model;
+    }
+
+    /** The reasoning and tool-call parsers the output is read with (none active: plain text). */
+    public OutputParsers parsers() {
+        return parsers;
+    }
+
+    /**
+     * The call to admit for the rendered prompt: the prompt must leave room to generate
+     * ({@code promptParam} names the field at fault otherwise), the sampling is resolved against
+     * the model, and the turn's grammar applies. With parsers active, special tokens stay in the
+     * text, since parsers read the markers.
+     */
+    public CompletionCall call(ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
+        SamplingRequest.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), promptParam);
+        if (parsers.active()) sampling.skipSpecialTokens(Boolean.FALSE);
+        SamplingRequest request = sampling.build();
+        SamplingParams params = request.resolve(model.spec(), prompt.tokenIds().length);
+        if (constraint != null) params = params.withConstraint(constraint);
+        return new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), n, params, false,
+                request.maxTokens() != null);
+    }
+}

@@ -1,0 +1,48 @@
+package dev.ortserve.service.chat;
+
+import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.parse.Parsers;
+import dev.ortserve.service.structured.StructuredOutputs;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+/** Prepares chat turns: one place that decides a turn's grammar and output parsers, for chat completions and Responses. */
+@ApplicationScoped
+public class ChatTurns {
+
+    @Inject
+    GenerationModelHost host;
+
+    @Inject
+    StructuredOutputs structured;
+
+    public ChatTurn prepare(ChatTurnRequest request) {
+        TokenConstraint constraint = constraint(request);
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        boolean parseTools = request.hasTools() && request.choice() != ChatTurnRequest.ToolChoice.NONE;
+        // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
+        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
+                : request.forcedCall() ? Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), request.toolSchemas());
+        return new ChatTurn(parsers, constraint, host.model());
+    }
+
+    /** The grammar the output must follow: a forced tool call, or the output format; null for free text. */
+    private TokenConstraint constraint(ChatTurnRequest request) {
+        ChatTurnRequest.OutputFormat format = request.format();
+        if (request.forcedCall()) {
+            if (format != null) {
+                throw new InvalidRequestException(format.param(), "'" + format.param() + "' cannot be combined with a forced tool call.");
+            }
+            return structured.toolCall(host.toolCallParser(), request.toolSchemas(),
+                    request.choice() == ChatTurnRequest.ToolChoice.FUNCTION ? request.forcedFunction() : null, "tool_choice");
+        }
+        if (format == null) return null;
+        return switch (format.kind()) {
+            case JSON_OBJECT -> structured.jsonObject();
+            case JSON_SCHEMA -> structured.jsonSchema(format.schema(), format.schemaParam());
+        };
+    }
+}

@@ -1,0 +1,84 @@
+package dev.ortserve.architecture;
+
+import com.tngtech.archunit.core.domain.JavaClasses;
+import com.tngtech.archunit.core.importer.ClassFileImporter;
+import com.tngtech.archunit.core.importer.ImportOption;
+import com.tngtech.archunit.lang.ArchRule;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
+
+/**
+ * The layering of docs/architecture.md, checked on the compiled main classes (every dependency:
+ * imports, fully qualified names, method calls, field types). Each arrow points one way:
+ * api -> service -> engine / embedding / store / hub.
+ */
+class ArchitectureTest {
+
+    private static final String API = "dev.ortserve.api..";
+
+    private static JavaClasses classes;
+
+    @BeforeAll
+    static void importClasses() {
+        classes = new ClassFileImporter().withImportOption(ImportOption.Predefined.DO_NOT_INCLUDE_TESTS).importPackages("dev.ortserve");
+    }
+
+    @Test
+    void nothingBelowApiUsesTheApiLayer() {
+        // services throw dev.ortserve.service.error exceptions; api.error alone chooses statuses and envelopes
+        ArchRule rule = noClasses().that().resideOutsideOfPackage(API)
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.error..", "dev.ortserve.api.resource..",
+                        "dev.ortserve.api.http..", "dev.ortserve.api.json..", "dev.ortserve.api.generated..")
+                .because("a service reports a failure as a domain exception and never chooses an HTTP status or calls a resource");
+        rule.check(classes);
+    }
+
+    @Test
+    void onlyTheResponsesServiceReadsWireTypes() {
+        // known debt: the Responses service still works on the generated request DTOs and the contract's unions
+        ArchRule rule = noClasses().that().resideOutsideOfPackage(API)
+                .and().haveNameNotMatching("dev\\.ortserve\\.service\\.responses\\.(ResponsesService|ResponseDraft|ResponseItems|ResponseCompaction)(\\$.*)?")
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.model..", "dev.ortserve.api.union..")
+                .because("generated DTOs stay at the edge: below api, requests and results are domain records");
+        rule.check(classes);
+    }
+
+    @Test
+    void resourcesSpeakToServicesOnly() {
+        ArchRule rule = noClasses().that().resideInAPackage(API)
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine..", "dev.ortserve.embedding..")
+                .because("resources speak to services: models, tokenizers, sampling, grammars and token results are the services' business");
+        rule.check(classes);
+    }
+
+    @Test
+    void theStoreKnowsNoServiceEngineOrApi() {
+        noClasses().that().resideInAPackage("dev.ortserve.store..")
+                .should().dependOnClassesThat().resideInAnyPackage(API, "dev.ortserve.service..", "dev.ortserve.engine..", "dev.ortserve.embedding..")
+                .check(classes);
+    }
+
+    @Test
+    void theEngineKnowsNoServiceStoreOrApi() {
+        noClasses().that().resideInAnyPackage("dev.ortserve.engine..", "dev.ortserve.embedding..")
+                .should().dependOnClassesThat().resideInAnyPackage(API, "dev.ortserve.service..", "dev.ortserve.store..")
+                .check(classes);
+    }
+
+    @Test
+    void theGraphRewriterImportsNothingOfTheEngine() {
+        noClasses().that().resideInAPackage("dev.ortserve.engine.rewrite..")
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine", "dev.ortserve.engine.grammar..")
+                .check(classes);
+    }
+
+    @Test
+    void theHubImportsNothingOfOrtserve() {
+        noClasses().that().resideInAPackage("dev.ortserve.hub..")
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api..", "dev.ortserve.service..", "dev.ortserve.engine..",
+                        "dev.ortserve.embedding..", "dev.ortserve.store..", "dev.ortserve.config..")
+                .check(classes);
+    }
+}
