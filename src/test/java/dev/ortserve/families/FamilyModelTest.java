@@ -186,6 +186,19 @@ abstract class FamilyModelTest {
     }
 
     @Test
+    void everyEosIdOfGenerationConfigEndsTheOutput() {
+        // generation_config.json lists several EOS ids (Llama 3: three, Gemma 3 and Qwen3: two); pushed to the top by
+        // logit_bias, each one ends the choice at once with finish_reason stop and no text
+        for (JsonNode eos : reference().get("eos_ids")) {
+            JsonPath r = post("/v1/completions", Map.of("model", family(), "prompt", "Hello", "max_tokens", 5, "temperature", 0,
+                    "logit_bias", Map.of(eos.asText(), 100)));
+            assertEquals("stop", r.getString("choices[0].finish_reason"), "eos " + eos);
+            assertEquals("", r.getString("choices[0].text"), "eos " + eos);
+            assertEquals(1, r.getInt("usage.completion_tokens"), "eos " + eos);
+        }
+    }
+
+    @Test
     void theReferencesAreNotDegenerate() {
         // the fixtures are only a test if the greedy text varies: several distinct ids per continuation
         for (JsonNode c : reference().get("completions")) {
