@@ -6,10 +6,10 @@ import java.util.Arrays;
  * Turns a growing list of token ids into text deltas that are final: never half a UTF-8
  * character (a trailing U+FFFD means the bytes are incomplete), never text a later token could
  * rewrite. Decodes a small window (prefix offset to the end) rather than the whole sequence, and
- * holds a run of byte-fallback pieces until it ends (a later byte piece can turn the run's complete
- * characters into U+FFFD in the tokenizers library's decode), and
  * starts with a few prompt tokens as context so tokenizers that strip a leading space
- * (SentencePiece) decode the first generated token as they would mid-text. When the sequence ends,
+ * (SentencePiece) decode the first generated token as they would mid-text. A run of byte-fallback
+ * pieces ({@code <0xE4>}...) is held until it ends: a later byte piece can turn the run's complete
+ * characters into U+FFFD in the tokenizers library's decode. When the sequence ends,
  * {@link #flush()} gives what was held back (an incomplete character at the very end decodes as
  * U+FFFD, as transformers' and the tokenizers library's decode of the same ids does), so the
  * concatenated deltas equal the decode of all generated ids in the prompt's context.

@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
@@ -18,10 +19,10 @@ public final class TextTokenizer implements AutoCloseable {
     private final Set<Integer> specialIds;
     private final Map<String, Integer> addedTokens;
     private final int vocabSize;
-    private final java.util.BitSet byteFallback;
+    private final BitSet byteFallback;
 
     private TextTokenizer(HuggingFaceTokenizer tokenizer, Set<Integer> specialIds, Map<String, Integer> addedTokens, int vocabSize,
-                          java.util.BitSet byteFallback) {
+                          BitSet byteFallback) {
         this.tokenizer = tokenizer;
         this.specialIds = Set.copyOf(specialIds);
         this.addedTokens = Map.copyOf(addedTokens);
@@ -54,7 +55,7 @@ public final class TextTokenizer implements AutoCloseable {
         }
         JsonNode vocab = root.path("model").path("vocab");
         boolean fallback = root.path("model").path("byte_fallback").asBoolean(false);
-        java.util.BitSet bytePieces = new java.util.BitSet();
+        BitSet bytePieces = new BitSet();
         if (vocab.isObject()) {
             for (var e : (Iterable<Map.Entry<String, JsonNode>>) vocab::fields) {
                 maxId = Math.max(maxId, e.getValue().asInt());
