@@ -88,11 +88,17 @@ final class Sequence {
         if (constraint != null && !eos) constraint.advance(token);
         boolean stopToken = params.stopTokenIds().contains(token);
         if (eos || stopToken) {
-            String rest = stops.flush();
-            emit(token, rest, choice.logprob(), FinishReason.STOP, stopToken && !eos ? Integer.valueOf(token) : null);
+            // an incomplete character held back at the end is given as transformers decodes it (U+FFFD)
+            String rest = stops.append(detokenizer.flush());
+            if (stops.matchedStop() != null) {
+                emit(token, rest, choice.logprob(), FinishReason.STOP, stops.matchedStop());
+                return;
+            }
+            emit(token, rest + stops.flush(), choice.logprob(), FinishReason.STOP, stopToken && !eos ? Integer.valueOf(token) : null);
             return;
         }
         String text = stops.append(detokenizer.add(token));
+        if (generated >= maxTokens && stops.matchedStop() == null) text += stops.append(detokenizer.flush());
         if (stops.matchedStop() != null) {
             emit(token, text, choice.logprob(), FinishReason.STOP, stops.matchedStop());
             return;

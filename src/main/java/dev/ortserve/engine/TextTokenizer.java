@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import java.util.BitSet;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
@@ -18,12 +19,15 @@ public final class TextTokenizer implements AutoCloseable {
     private final Set<Integer> specialIds;
     private final Map<String, Integer> addedTokens;
     private final int vocabSize;
+    private final BitSet byteFallback;
 
-    private TextTokenizer(HuggingFaceTokenizer tokenizer, Set<Integer> specialIds, Map<String, Integer> addedTokens, int vocabSize) {
+    private TextTokenizer(HuggingFaceTokenizer tokenizer, Set<Integer> specialIds, Map<String, Integer> addedTokens, int vocabSize,
+                          BitSet byteFallback) {
         this.tokenizer = tokenizer;
         this.specialIds = Set.copyOf(specialIds);
         this.addedTokens = Map.copyOf(addedTokens);
         this.vocabSize = vocabSize;
+        this.byteFallback = byteFallback;
     }
 
     /**
@@ -50,17 +54,38 @@ public final class TextTokenizer implements AutoCloseable {
             maxId = Math.max(maxId, id);
         }
         JsonNode vocab = root.path("model").path("vocab");
+        boolean fallback = root.path("model").path("byte_fallback").asBoolean(false);
+        BitSet bytePieces = new BitSet();
         if (vocab.isObject()) {
-            for (JsonNode id : vocab) maxId = Math.max(maxId, id.asInt());
+            for (var e : (Iterable<Map.Entry<String, JsonNode>>) vocab::fields) {
+                maxId = Math.max(maxId, e.getValue().asInt());
+                if (fallback && isBytePiece(e.getKey())) bytePieces.set(e.getValue().asInt());
+            }
         } else if (vocab.isArray()) {
             maxId = Math.max(maxId, vocab.size() - 1); // Unigram: [[piece, score], ...]
+            for (int i = 0; fallback && i < vocab.size(); i++) if (isBytePiece(vocab.get(i).path(0).asText())) bytePieces.set(i);
         }
         useBundledNativeLibrary();
         // The chat template decides about BOS; never add special tokens implicitly. No truncation: the engine
         // checks prompt lengths against the context itself (and DJL warns about an unset maxLength otherwise).
         HuggingFaceTokenizer tokenizer = HuggingFaceTokenizer.newInstance(tokenizerJson,
                 Map.of("addSpecialTokens", "false", "truncation", "false", "modelMaxLength", String.valueOf(Integer.MAX_VALUE)));
-        return new TextTokenizer(tokenizer, special, added, maxId + 1);
+        return new TextTokenizer(tokenizer, special, added, maxId + 1, bytePieces);
+    }
+
+    private static boolean isBytePiece(String piece) {
+        return piece.length() == 6 && piece.startsWith("<0x") && piece.endsWith(">")
+                && Character.digit(piece.charAt(3), 16) >= 0 && Character.digit(piece.charAt(4), 16) >= 0;
+    }
+
+    /**
+     * Whether the id is a byte-fallback piece ({@code <0xHH>} of a SentencePiece-style tokenizer with
+     * {@code byte_fallback}). The tokenizers library decodes a run of them as UTF-8 when the whole run is
+     * valid and as one U+FFFD per byte otherwise, so a later byte piece can turn characters already
+     * complete into replacement characters.
+     */
+    public boolean isByteFallback(int id) {
+        return byteFallback.get(id);
     }
 
     /** Tokenizes text; special tokens written in the text are recognised as single tokens. */

@@ -11,7 +11,8 @@ import java.util.Set;
 
 /**
  * RMSNorm subgraphs as exports write them (x*x or Pow(x, 2) -> ReduceMean(last axis) -> Add(eps)
- * -> Sqrt -> Reciprocal or Div(1, .) -> Mul(x, .) -> Mul(weight)) become one
+ * -> Sqrt -> Reciprocal or Div(1, .) -> Mul(x, .) [-> Cast(float), transformers' cast back to the input
+ * dtype] -> Mul(weight)) become one
  * SimplifiedLayerNormalization, onnxruntime's fused kernel. onnxruntime's own session optimizer
  * fuses only the Div form, and only without the square written as a Mul; the generated models and
  * many exports use Reciprocal, so their seven small kernels per norm ran as seven.
@@ -58,6 +59,9 @@ final class RmsNormFusion {
             if (wt == null && identity != null) wt = g.initializer(identity.getInput(0));
             if (wt == null || wt.getDimsCount() != 1 || wt.getDataType() != TensorProto.DataType.FLOAT_VALUE) continue;
             NodeProto normed = producer(g, outMul.getInput(1 - w), "Mul");
+            // transformers' RMSNorm casts the normalised value back to the input's dtype (a float-to-float Cast in fp32 exports)
+            NodeProto castBack = normed == null ? floatCast(g, outMul.getInput(1 - w)) : null;
+            if (castBack != null) normed = producer(g, castBack.getInput(0), "Mul");
             if (normed == null) continue;
             for (int k = 0; k < 2; k++) {
                 String x = normed.getInput(k);
@@ -81,6 +85,7 @@ final class RmsNormFusion {
                     NodeProto sq = producer(g, mean.getInput(0), null);
                     if (sq == null || !squares(g, sq, x)) continue;
                     Set<String> nodes = new HashSet<>(List.of(normed.getName(), inv.getName(), sqrt.getName(), add.getName(), mean.getName(), sq.getName()));
+                    if (castBack != null) nodes.add(castBack.getName());
                     if (nodes.contains("")) return null; // unnamed nodes cannot be told apart for removal
                     return new Match(x, weight, eps, nodes);
                 }
@@ -110,6 +115,12 @@ final class RmsNormFusion {
             return b.remaining() == 8 && b.getLong() == -1;
         }
         return false;
+    }
+
+    /** The Cast to float32 producing {@code output}, else null. */
+    private static NodeProto floatCast(Graph g, String output) {
+        NodeProto cast = producer(g, output, "Cast");
+        return cast != null && Graph.intAttribute(cast, "to", 0) == TensorProto.DataType.FLOAT_VALUE ? cast : null;
     }
 
     /** The node producing {@code output}, if it is of {@code op} (any op when null). */

@@ -1,0 +1,48 @@
+package dev.ortserve.engine;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.engine.rewrite.GraphRewriter;
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
+import dev.ortserve.families.FamilyFixtures;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+/**
+ * The graph rewriter on transformers' own exports of Qwen3, Llama 3 and Gemma 3 (torch's exporter,
+ * transformers' RMSNorm with its casts, Qwen3's and Gemma 3's q/k norms, Gemma's (1 + w) weights and
+ * sandwich norms): every norm fused, last-position logits, and transformers' greedy ids kept, alone and
+ * batched.
+ */
+class FamilyGraphRewriteTest {
+
+    @TempDir
+    static Path dir;
+
+    @ParameterizedTest
+    @CsvSource({"qwen3, 9", "llama3_1, 5", "gemma3, 13"})
+    void everyNormIsFusedAndTransformersGreedyIdsAreKept(String family, int norms) throws Exception {
+        JsonNode reference = new ObjectMapper().readTree(FamilyFixtures.SOURCE.resolve(family).resolve("reference.json").toFile());
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true), dir.resolve("cache-" + family));
+        try (LoadedModel model = ModelLoader.load(FamilyFixtures.directory(family), options)) {
+            assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (" + norms + " SimplifiedLayerNormalization)"), model.rewrites());
+            List<int[]> prompts = new ArrayList<>();
+            List<List<Integer>> expected = new ArrayList<>();
+            for (JsonNode ref : reference.get("completions")) {
+                prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
+                List<Integer> ids = new ArrayList<>();
+                ref.get("greedy_ids").forEach(n -> ids.add(n.asInt()));
+                expected.add(ids);
+            }
+            assertEquals(expected, GraphRewriteTest.greedy(model, options, prompts, reference.get("max_tokens").asInt()));
+        }
+    }
+}
