@@ -193,7 +193,7 @@ final class RotaryFusion {
     }
 
     /**
-     * Where a cos or sin operand comes from: Unsqueezes, Identity, a scalar Mul, then {@code fn} of
+     * Where a cos or sin operand comes from: Unsqueezes, Identity, Casts to float, a scalar Mul, then {@code fn} of
      * concat(f, f), or (with no fn) a table gathered by position_ids. The operand must be
      * [batch, 1 (x k), sequence, head_size]: its rank is returned with the source.
      */
@@ -216,6 +216,12 @@ final class RotaryFusion {
                     name = n.getInput(0);
                 }
                 case "Identity" -> name = n.getInput(0);
+                // transformers casts cos/sin back to the query's dtype: on a float32 graph a float-to-float
+                // no-op (the Mul it feeds takes float only, so its source is float too)
+                case "Cast" -> {
+                    if (Graph.intAttribute(n, "to", -1) != TensorProto.DataType.FLOAT_VALUE) return null;
+                    name = n.getInput(0);
+                }
                 case "Mul" -> {
                     Float c0 = scalar(g, p, n.getInput(0)), c1 = scalar(g, p, n.getInput(1));
                     if ((c0 == null) == (c1 == null)) return null;
