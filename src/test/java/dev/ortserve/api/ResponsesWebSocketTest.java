@@ -231,6 +231,19 @@ class ResponsesWebSocketTest extends ApiTest {
         }
     }
 
+    @Test
+    void anInvalidHandshakeIsA400() throws Exception {
+        // Upgrade without Sec-WebSocket-Key (java.net.http cannot send this): a raw request
+        try (java.net.Socket socket = new java.net.Socket(base.getHost(), base.getPort())) {
+            socket.setSoTimeout(30_000);
+            socket.getOutputStream().write(("GET /v1/responses HTTP/1.1\r\nHost: " + base.getHost() + "\r\nUpgrade: websocket\r\n"
+                    + "Connection: Upgrade\r\n\r\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            String status = new java.io.BufferedReader(new java.io.InputStreamReader(socket.getInputStream(),
+                    java.nio.charset.StandardCharsets.US_ASCII)).readLine();
+            assertTrue(status != null && status.startsWith("HTTP/1.1 400"), status);
+        }
+    }
+
     static void assertError(JsonNode error, String param, String code, String inMessage) {
         assertError(error, 400, param, code, inMessage);
     }

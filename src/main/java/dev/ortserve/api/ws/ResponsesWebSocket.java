@@ -39,7 +39,6 @@ import jakarta.ws.rs.core.Response;
 import org.jboss.logging.Logger;
 import org.jboss.resteasy.reactive.server.ServerExceptionMapper;
 
-import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.LinkedHashMap;
@@ -82,6 +81,9 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
     @Inject
     ApiExceptionMappers mappers;
 
+    @Inject
+    dev.ortserve.api.error.ErrorEnvelope errors;
+
     /**
      * Vert.x refuses (closes with 1009) any frame or message over its own limits: they are set
      * above ours, so that a message over {@code ortserve.websocket.max-message-size} gets an error
@@ -110,7 +112,15 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         request.toWebSocket().onSuccess(ws -> {
             upgraded(request);
             new Session(ws, owner, Vertx.currentContext()).open();
-        }).onFailure(e -> LOG.debugf("WebSocket upgrade failed: %s", e.getMessage()));
+        }).onFailure(e -> {
+            // not a valid handshake (no key, another version): a 400 with the error envelope, unless Vert.x has answered already
+            LOG.debugf("WebSocket upgrade failed: %s", e.getMessage());
+            if (!request.response().headWritten() && !request.response().closed()) {
+                errors.write(request.response(), ApiException.invalidRequest(null,
+                        "Invalid WebSocket handshake: send 'Upgrade: websocket', 'Connection: Upgrade', 'Sec-WebSocket-Key' and 'Sec-WebSocket-Version: 13'.",
+                        "invalid_websocket_handshake"));
+            }
+        });
     }
 
     /**
@@ -133,7 +143,6 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
 
     /** A failure as the error an HTTP request would have got: the same mappers choose status, type, code, param and message. */
     ApiException asApiError(Throwable failure) {
-        if (failure instanceof InvocationTargetException ite && ite.getCause() != null) failure = ite.getCause();
         Method best = null;
         int bestDistance = Integer.MAX_VALUE;
         for (Method m : ApiExceptionMappers.class.getDeclaredMethods()) {
