@@ -122,6 +122,27 @@ public interface OrtserveConfig {
     @WithDefault("30s")
     Duration streamStallTimeout();
 
+    /** The Responses API's WebSocket mode ({@code ws://HOST/v1/responses}). */
+    Websocket websocket();
+
+    interface Websocket {
+        /** Largest client message; a larger one is discarded with an error event (the connection stays usable). */
+        @WithDefault("8M")
+        MemorySize maxMessageSize();
+
+        /** A connection with no response running that receives nothing for this long is closed (0: never). */
+        @WithDefault("5m")
+        Duration idleTimeout();
+
+        /** Responses one connection may create; the next response.create gets an error event and the connection is closed. */
+        @WithDefault("1000")
+        int maxResponses();
+
+        /** Responses a connection keeps to continue without the store (its store:false ones), most recently used first. */
+        @WithDefault("16")
+        int maxCachedResponses();
+    }
+
     /** On SIGTERM: how long in-flight requests (streams included) may run on while new ones get 503 (quarkus.shutdown.timeout). */
     @WithDefault("30s")
     Duration drainTimeout();

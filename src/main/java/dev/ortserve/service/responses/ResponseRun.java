@@ -135,6 +135,25 @@ public final class ResponseRun {
         return f;
     }
 
+    /** The conversation this turn continues (null for a first turn). */
+    private volatile dev.ortserve.store.Conversation continued;
+
+    ResponseRun continuing(dev.ortserve.store.Conversation conversation) {
+        this.continued = conversation;
+        return this;
+    }
+
+    /**
+     * The conversation that ends with this turn, {@code response} (the final object of its
+     * stream) as the turn's response: what a WebSocket connection keeps of the responses it made
+     * to continue them without the store.
+     */
+    public dev.ortserve.store.Conversation conversationWith(com.fasterxml.jackson.databind.JsonNode response) {
+        List<StoredResponse> chain = new ArrayList<>(continued == null ? List.of() : continued.chain());
+        chain.add(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input));
+        return new dev.ortserve.store.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes());
+    }
+
     // ------------------------------------------------------------------ streaming
 
     // ------------------------------------------------------------------ background runs

@@ -81,16 +81,27 @@ public class ResponsesService {
 
     /** Checks the request, loads its conversation and admits its generation; fails before any model work on bad input. */
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner) {
+        return start(req, owner, null);
+    }
+
+    /**
+     * As {@link #start(CreateResponseRequest, String)}, with turns the caller holds itself (a
+     * WebSocket connection's unstored responses): {@code local} is asked for the chain that ends
+     * at {@code previous_response_id} first, the store only when it has none.
+     */
+    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, java.util.function.Function<String, Conversation> local) {
         host.requireModel(req.getModel());
         checkRequest(req);
         String previous = req.getPreviousResponseId();
         if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null));
+        Conversation held = local == null ? null : local.apply(previous);
+        if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held).continuing(held));
         return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
             if (conversation == null) {
                 throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
-            return admit(req, owner, conversation);
+            return admit(req, owner, conversation).continuing(conversation);
         });
     }
 
