@@ -116,7 +116,13 @@ final class WsClient implements WebSocket.Listener, AutoCloseable {
 
     @Override
     public void close() {
-        if (!ws.isOutputClosed()) ws.sendClose(WebSocket.NORMAL_CLOSURE, "bye").join();
-        ws.abort();
+        try {
+            if (!ws.isOutputClosed()) ws.sendClose(WebSocket.NORMAL_CLOSURE, "bye").join();
+        } catch (java.util.concurrent.CompletionException e) {
+            // the client's reply to the server's close can go out between the check and our close
+            if (!ws.isOutputClosed()) throw e;
+        } finally {
+            ws.abort();
+        }
     }
 }

@@ -150,7 +150,7 @@ public final class ResponseRun {
      */
     public dev.ortserve.store.Conversation conversationWith(com.fasterxml.jackson.databind.JsonNode response) {
         List<StoredResponse> chain = new ArrayList<>(continued == null ? List.of() : continued.chain());
-        chain.add(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, response, input));
+        chain.add(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
         return new dev.ortserve.store.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes());
     }
 
