@@ -174,6 +174,11 @@ class KubernetesManifestsTest {
         EnvVar token = c.getEnv().stream().filter(e -> e.getName().equals("HF_TOKEN")).findFirst().orElseThrow();
         assertNotNull(token.getValueFrom().getSecretKeyRef(), "HF_TOKEN comes from a Secret");
         assertFalse(config.getData().containsKey("HF_TOKEN"), "no token in the ConfigMap");
+        // compaction items must open on every replica: one key for all, from a Secret
+        EnvVar compaction = c.getEnv().stream().filter(e -> e.getName().equals("ORTSERVE_COMPACTION_KEY")).findFirst()
+                .orElseThrow(() -> new AssertionError("ORTSERVE_COMPACTION_KEY is not set: each replica would seal compaction items under its own key"));
+        assertNotNull(compaction.getValueFrom().getSecretKeyRef(), "ORTSERVE_COMPACTION_KEY comes from a Secret");
+        assertFalse(config.getData().containsKey("ORTSERVE_COMPACTION_KEY"), "no compaction key in the ConfigMap");
         assertTrue(c.getStartupProbe().getPeriodSeconds() * c.getStartupProbe().getFailureThreshold() >= 1800,
                 "the startup probe allows a first download");
 
