@@ -91,11 +91,6 @@ public final class ModelLoader {
      */
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
-        if (wanted != null && wanted.lastPositionLogits() && alignment == KvAlignment.START) {
-            // the rewritten head reads the pass's last column; right-padded rows end earlier
-            LOG.infof("Not restricting the logits of %s to the last position: its GroupQueryAttention rows are right-padded", modelFile);
-            wanted = new RewriteOptions(false, wanted.precision(), wanted.fuseNorms(), wanted.fuseRotary());
-        }
         if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(createSession(env, modelFile, options), List.of());
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
@@ -111,7 +106,8 @@ public final class ModelLoader {
         GraphRewriter.Result result;
         try {
             DecoderSpec spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
-            result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, wanted, options.rewriteCache());
+            result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, alignment == KvAlignment.START, wanted,
+                    options.rewriteCache());
             if (result == null) return new Rewritten(original, List.of());
             OrtSession candidate = createSession(env, result.file(), options);
             String mismatch = RewriteProbe.compare(env, spec, original, candidate, wanted);

@@ -4,6 +4,7 @@ import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
 import ai.onnxruntime.OrtSession;
+import dev.ortserve.engine.rewrite.GraphRewriter;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -23,6 +24,8 @@ final class OrtDecoderRunner implements DecoderRunner {
     private final OrtEnvironment env;
     private final OrtSession session;
     private final Set<String> outputs;
+    /** The graph's head reads each row's last column from this input (right-padded graphs rewritten on load). */
+    private final boolean lastColumnsInput;
 
     OrtDecoderRunner(LoadedModel model) {
         this(model.spec(), model.environment(), model.session());
@@ -33,6 +36,7 @@ final class OrtDecoderRunner implements DecoderRunner {
         this.env = env;
         this.session = session;
         this.outputs = new LinkedHashSet<>(spec.outputNames());
+        this.lastColumnsInput = session.getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT);
     }
 
     @Override
@@ -45,6 +49,11 @@ final class OrtDecoderRunner implements DecoderRunner {
             put(in, created, spec.attentionMask(), OnnxTensor.createTensor(env, longs(pass.mask()), new long[] {b, total}));
             if (spec.positionIds() != null) {
                 put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, longs(pass.positions()), new long[] {b, n}));
+            }
+            if (lastColumnsInput) {
+                long[] last = new long[b];
+                for (int r = 0; r < b; r++) last[r] = pass.lastColumns()[r];
+                put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last), new long[] {b, 1, 1}));
             }
             if (spec.useCacheBranch() != null) {
                 put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {pass.pastLength() > 0}));

@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.rewrite.GraphRewriter;
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.junit.jupiter.api.BeforeAll;
@@ -14,6 +17,7 @@ import java.util.List;
 import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Real onnxruntime-genai model-builder exports (GroupQueryAttention, no position_ids, lengths from
@@ -41,7 +45,26 @@ class BuilderExportTest {
         return Stream.of(
                 Arguments.of("defaults (prefix cache on, 16 rows)", d),
                 Arguments.of("4 rows, prefill chunks of 8 tokens", d.withLimits(4, 64, 8)),
-                Arguments.of("8 rows, chunks of 20, no prefix cache", d.withLimits(8, 64, 20).withPrefixCacheBytes(0)));
+                Arguments.of("8 rows, chunks of 20, no prefix cache", d.withLimits(8, 64, 20).withPrefixCacheBytes(0)),
+                Arguments.of("the server's default rewrites (last-position logits), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)));
+    }
+
+    static final RewriteOptions DEFAULT_REWRITES = new RewriteOptions(true, WeightPrecision.MODEL, true, true);
+    static final Path REWRITE_CACHE = Path.of("target", "builder-rewrite-cache").toAbsolutePath();
+
+    @Test
+    void rightPaddedGraphsRunTheHeadOnEachRowsOwnLastColumn() throws Exception {
+        for (String variant : List.of("fp32", "int4", "optimum")) {
+            try (LoadedModel model = ModelLoader.load(DIR.resolve(variant), EngineOptions.defaults().withRewrite(DEFAULT_REWRITES, REWRITE_CACHE))) {
+                // the load check ran the rewritten graph beside the original on rows of 12 and 9 tokens: a head on
+                // the pass's last column (padding for the shorter right-padded row) would have been dropped
+                assertTrue(model.lastPositionLogits(), variant + ": " + model.rewrites());
+                boolean builder = !variant.equals("optimum");
+                assertEquals(builder, model.session().getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT), variant);
+                long[] logits = ((ai.onnxruntime.TensorInfo) model.session().getOutputInfo().get(model.spec().logits()).getInfo()).getShape();
+                assertEquals(1, logits[1], variant + ": one logits column per row");
+            }
+        }
     }
 
     @Test

@@ -34,6 +34,8 @@ public final class GraphRewriter {
     private static final Logger LOG = Logger.getLogger(GraphRewriter.class);
     private static final ObjectMapper JSON = new ObjectMapper();
     public static final String LAST_POSITION_LOGITS = "last-position logits";
+    /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
+    public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
     static final String VERSION = "2";
 
@@ -61,6 +63,16 @@ public final class GraphRewriter {
      */
     public static Result rewrite(Path modelFile, String logitsName, String positionIds, int positions, RewriteOptions options, Path cacheRoot)
             throws IOException {
+        return rewrite(modelFile, logitsName, positionIds, positions, false, options, cacheRoot);
+    }
+
+    /**
+     * @param rightPadded the engine right-pads the graph's rows (GroupQueryAttention graphs): the
+     *                    last-position rewrite then takes each row's last column from the input
+     *                    {@link #LAST_COLUMNS_INPUT}. Fixed by the model file, so not in the cache key.
+     */
+    public static Result rewrite(Path modelFile, String logitsName, String positionIds, int positions, boolean rightPadded,
+                                 RewriteOptions options, Path cacheRoot) throws IOException {
         if (!options.any()) return null;
         long start = System.nanoTime();
         String key = key(modelFile, options, positions);
@@ -83,7 +95,7 @@ public final class GraphRewriter {
             else skipped.add("rotary fusion: " + o.reason());
         }
         if (options.lastPositionLogits()) {
-            String why = LastPositionLogits.apply(g, logitsName);
+            String why = LastPositionLogits.apply(g, logitsName, rightPadded);
             if (why == null) applied.add(LAST_POSITION_LOGITS); else skipped.add(LAST_POSITION_LOGITS + ": " + why);
         }
         if (options.precision() != WeightPrecision.MODEL) {
