@@ -9,6 +9,8 @@ public enum ModelSize {
     TINY(512, 64, 2, 4, 2, 176, 2048),
     DEMO(2048, 128, 4, 4, 2, 352, 2048),
     BENCH(32000, 512, 8, 8, 4, 1408, 2048),
+    /** Two layers at a 1B-class width (hidden 2048): kernels at the matrix shapes of real models (~225M parameters). */
+    WIDE(32000, 2048, 2, 16, 8, 5632, 2048),
     /** A small body under a Llama-3-sized vocabulary, for what the head and logits cost on long prompts. */
     VOCAB128K(128256, 256, 2, 4, 2, 704, 4096);
 

@@ -41,6 +41,8 @@ class WeightPrecisionBenchmark {
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
     static final int STREAMS = Integer.getInteger("bench.concurrency", 16);
     static final int THREADS = Integer.getInteger("bench.server-threads", Runtime.getRuntime().availableProcessors());
+    /** {@code -Dbench.graphs=defaults}: only fp32, int8 and int4 with the default rewrites (a shorter run). */
+    static final boolean DEFAULTS_ONLY = "defaults".equals(System.getProperty("bench.graphs", "all"));
 
     @Test
     void run() throws Exception {
@@ -55,14 +57,20 @@ class WeightPrecisionBenchmark {
                 base.prefillChunkTokens(), base.maxModelLen(), base.batchWindow(), base.prefixCacheBytes(), base.rewrite(), base.rewriteCache());
         double[] reference = null;
         record Config(String label, RewriteOptions rewrite) { }
-        for (Config c : List.of(new Config("fp32 as exported", RewriteOptions.NONE),
+        RewriteOptions defaults = new RewriteOptions(true, WeightPrecision.MODEL, true, true);
+        List<Config> configs = DEFAULTS_ONLY
+                ? List.of(new Config("fp32, the default rewrites", defaults),
+                        new Config("int8, the default rewrites", new RewriteOptions(true, WeightPrecision.INT8, true, true)),
+                        new Config("int4, the default rewrites", new RewriteOptions(true, WeightPrecision.INT4, true, true)))
+                : List.of(new Config("fp32 as exported", RewriteOptions.NONE),
                 new Config("fp32, last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
                 new Config("fp32, last-position logits, fused RMSNorm", new RewriteOptions(true, WeightPrecision.MODEL, true)),
-                new Config("fp32, last-position logits, fused RMSNorm + RotaryEmbedding", new RewriteOptions(true, WeightPrecision.MODEL, true, true)),
+                new Config("fp32, last-position logits, fused RMSNorm + RotaryEmbedding", defaults),
                 new Config("int8 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT8)),
                 new Config("int4 (MatMulNBits, block 32)", new RewriteOptions(true, WeightPrecision.INT4)),
                 new Config("int4, fused RMSNorm", new RewriteOptions(true, WeightPrecision.INT4, true)),
-                new Config("int4, fused RMSNorm + RotaryEmbedding", new RewriteOptions(true, WeightPrecision.INT4, true, true)))) {
+                new Config("int4, fused RMSNorm + RotaryEmbedding", new RewriteOptions(true, WeightPrecision.INT4, true, true)));
+        for (Config c : configs) {
             EngineOptions options = base.withRewrite(c.rewrite(), cache);
             try (LoadedModel model = ModelLoader.load(bench, options)) {
                 int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
@@ -90,8 +98,9 @@ class WeightPrecisionBenchmark {
         report.append("\n128k-vocabulary model (hidden 256, 2 layers), one output token, prefix cache off\n\n");
         report.append("| graph | TTFT 50 tokens ms | TTFT 3,500 tokens ms | ratio | peak RSS during the 3,500 prefill MB |\n|---|---|---|---|---|\n");
         record Ttft(String label, RewriteOptions rewrite) { }
-        for (Ttft t : List.of(new Ttft("as exported", RewriteOptions.NONE), new Ttft("last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
-                new Ttft("last-position logits, fused RMSNorm + RotaryEmbedding (the defaults)", new RewriteOptions(true, WeightPrecision.MODEL, true, true)))) {
+        Ttft withDefaults = new Ttft("last-position logits, fused RMSNorm + RotaryEmbedding (the defaults)", defaults);
+        for (Ttft t : DEFAULTS_ONLY ? List.of(withDefaults) : List.of(new Ttft("as exported", RewriteOptions.NONE),
+                new Ttft("last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)), withDefaults)) {
             EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
                     .withRewrite(t.rewrite(), cache);
             try (LoadedModel model = ModelLoader.load(large, options);
