@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ortserve's engine and llama.cpp on the same weights, interleaved in one run.
 #
-#   [MODEL=bench|wide] [ROUNDS=3] bench/llamacpp/side_by_side.sh LLAMA_CPP_BIN_DIR [PYTHON]
+#   [MODEL=bench|wide] [ATTENTION=explicit|gqa] [ROUNDS=3] bench/llamacpp/side_by_side.sh LLAMA_CPP_BIN_DIR [PYTHON]
 #
 # LLAMA_CPP_BIN_DIR: a llama.cpp build's bin/ with llama-bench, llama-batched-bench and
 # llama-quantize, e.g. from a llama.cpp checkout:
@@ -16,7 +16,8 @@
 # 2. LlamaCppSideBySideBenchmark: for fp32 / int8 / int4 against F32 / Q8_0 / Q4_0, ortserve's engine
 #    (default rewrites) and llama.cpp alternately, decode at 1 and 16 streams, then 50- and
 #    3,500-token prompts on the 128k-vocabulary model; medians of -Dbench.rounds (default 3).
-# Report: target/llamacpp-side-by-side.md.
+# ATTENTION=gqa: ortserve serves the generator's GroupQueryAttention variant of the model (same weights).
+# Report: target/llamacpp-side-by-side-MODEL-ATTENTION.md.
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
 PY=${2:-python3}
@@ -36,6 +37,6 @@ for q in Q8_0 Q4_0; do
 done
 
 ./mvnw -q -B -Pbench test -Dtest=LlamaCppSideBySideBenchmark -Dbench.llamacpp.bin="$BIN" -Dbench.llamacpp.gguf="$OUT" \
-  -Dbench.server-threads="$(nproc)" "-Dbench.rounds=${ROUNDS:-3}" -Dbench.model="$MODEL"
-cp target/llamacpp-side-by-side.md "target/llamacpp-side-by-side-$MODEL.md"
-cat "target/llamacpp-side-by-side-$MODEL.md"
+  -Dbench.server-threads="$(nproc)" "-Dbench.rounds=${ROUNDS:-3}" -Dbench.model="$MODEL" -Dbench.attention="${ATTENTION:-explicit}"
+cp target/llamacpp-side-by-side.md "target/llamacpp-side-by-side-$MODEL-${ATTENTION:-explicit}.md"
+cat "target/llamacpp-side-by-side-$MODEL-${ATTENTION:-explicit}.md"

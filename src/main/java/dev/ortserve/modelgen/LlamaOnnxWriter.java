@@ -31,19 +31,31 @@ final class LlamaOnnxWriter {
 
     private final ModelSize size;
     private final SplittableRandom random;
+    /** Attention as one com.microsoft GroupQueryAttention per layer (rotary inside it, no position_ids input). */
+    private final boolean groupQueryAttention;
     private final GraphProto.Builder graph = GraphProto.newBuilder().setName("ortserve-llama");
     private int counter;
 
     LlamaOnnxWriter(ModelSize size, long seed) {
+        this(size, seed, false);
+    }
+
+    /**
+     * @param groupQueryAttention write each layer's attention as onnxruntime's GroupQueryAttention, as the
+     *                            genai model builder does (same weights, drawn in the same order, so the same
+     *                            function): the engine serves such a graph right-padded
+     */
+    LlamaOnnxWriter(ModelSize size, long seed, boolean groupQueryAttention) {
         this.size = size;
         this.random = new SplittableRandom(seed);
+        this.groupQueryAttention = groupQueryAttention;
     }
 
     OnnxMl.ModelProto build() {
         int h = size.hiddenSize, d = size.headDim(), kv = size.kvHeads, group = size.heads / size.kvHeads;
         graph.addInput(input("input_ids", TensorProto.DataType.INT64_VALUE, "batch_size", "sequence_length"));
         graph.addInput(input("attention_mask", TensorProto.DataType.INT64_VALUE, "batch_size", "total_sequence_length"));
-        graph.addInput(input("position_ids", TensorProto.DataType.INT64_VALUE, "batch_size", "sequence_length"));
+        if (!groupQueryAttention) graph.addInput(input("position_ids", TensorProto.DataType.INT64_VALUE, "batch_size", "sequence_length"));
         for (int l = 0; l < size.layers; l++) {
             graph.addInput(input("past_key_values." + l + ".key", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "past_sequence_length", String.valueOf(d)));
             graph.addInput(input("past_key_values." + l + ".value", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "past_sequence_length", String.valueOf(d)));
@@ -53,6 +65,8 @@ final class LlamaOnnxWriter {
             graph.addOutput(input("present." + l + ".key", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "total_sequence_length", String.valueOf(d)));
             graph.addOutput(input("present." + l + ".value", TensorProto.DataType.FLOAT_VALUE, "batch_size", String.valueOf(kv), "total_sequence_length", String.valueOf(d)));
         }
+
+        if (groupQueryAttention) return buildGroupQueryAttention();
 
         // constants
         String zeroF = constF("zero_f", 0f), negF = constF("neg_f", NEG), oneF = constF("one_f", 1f);
@@ -120,6 +134,58 @@ final class LlamaOnnxWriter {
                 .setIrVersion(8)
                 .setProducerName("ortserve-modelgen")
                 .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
+                .setGraph(graph)
+                .build();
+    }
+
+    /** The same decoder with GroupQueryAttention (seqlens from the mask, rotary from cos/sin caches inside the op). */
+    private OnnxMl.ModelProto buildGroupQueryAttention() {
+        int h = size.hiddenSize, d = size.headDim(), kv = size.kvHeads;
+        String epsF = constF("eps_f", RMS_EPS);
+        String oneI = constI("one_i", 1L);
+        String sum = node("ReduceSum", "mask_sum", a -> a.addAttribute(attr("keepdims", 0)), "attention_mask", constIs("ax1_sum", 1));
+        String seqlens = node("Cast", "seqlens_k", a -> a.addAttribute(attr("to", TensorProto.DataType.INT32_VALUE)),
+                node("Sub", "mask_sum_minus_one", null, sum, oneI));
+        String total = node("Cast", "total_sequence_length", a -> a.addAttribute(attr("to", TensorProto.DataType.INT32_VALUE)),
+                node("Gather", "total_len", a -> a.addAttribute(attr("axis", 0)), node("Shape", "mask_shape", null, "attention_mask"), oneI));
+        float[][] rope = ropeTables(d, size.maxPositions);
+        float[] cosHalf = new float[size.maxPositions * d / 2], sinHalf = new float[size.maxPositions * d / 2];
+        for (int pos = 0; pos < size.maxPositions; pos++) {
+            System.arraycopy(rope[0], pos * d, cosHalf, pos * d / 2, d / 2);
+            System.arraycopy(rope[1], pos * d, sinHalf, pos * d / 2, d / 2);
+        }
+        String cosCache = init("cos_cache", cosHalf, size.maxPositions, d / 2);
+        String sinCache = init("sin_cache", sinHalf, size.maxPositions, d / 2);
+
+        String x = node("Gather", "embed", null, init("embed_tokens", normal(size.vocabSize * h, 0.02f), size.vocabSize, h), "input_ids");
+        for (int l = 0; l < size.layers; l++) {
+            String pre = "l" + l + ".";
+            String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
+            String q = matmul(pre + "q", hIn, h, size.heads * d);
+            String k = matmul(pre + "k", hIn, h, kv * d);
+            String v = matmul(pre + "v", hIn, h, kv * d);
+            NodeProto.Builder gqa = NodeProto.newBuilder().setOpType("GroupQueryAttention").setDomain("com.microsoft").setName(pre + "gqa")
+                    .addInput(q).addInput(k).addInput(v).addInput("past_key_values." + l + ".key").addInput("past_key_values." + l + ".value")
+                    .addInput(seqlens).addInput(total).addInput(cosCache).addInput(sinCache)
+                    .addOutput(pre + "attn").addOutput("present." + l + ".key").addOutput("present." + l + ".value")
+                    .addAttribute(attr("num_heads", size.heads)).addAttribute(attr("kv_num_heads", kv))
+                    .addAttribute(attr("do_rotary", 1)).addAttribute(attr("rotary_interleaved", 0));
+            graph.addNode(gqa);
+            x = node("Add", pre + "attn_res", null, x, matmul(pre + "o", pre + "attn", size.heads * d, h));
+            String h2 = rmsNorm(pre + "post_norm", x, epsF, h);
+            String gate = matmul(pre + "gate", h2, h, size.intermediateSize);
+            String up = matmul(pre + "up", h2, h, size.intermediateSize);
+            String act = node("Mul", pre + "swiglu", null, node("Mul", pre + "silu", null, gate, node("Sigmoid", pre + "sig", null, gate)), up);
+            x = node("Add", pre + "mlp_res", null, x, matmul(pre + "down", act, size.intermediateSize, h));
+        }
+        String last = rmsNorm("final_norm", x, epsF, h);
+        graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
+                .addInput(init("lm_head.weight", normal(h * size.vocabSize, 0.02f), h, size.vocabSize)).addOutput("logits"));
+        return OnnxMl.ModelProto.newBuilder()
+                .setIrVersion(8)
+                .setProducerName("ortserve-modelgen")
+                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
+                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("com.microsoft").setVersion(1))
                 .setGraph(graph)
                 .build();
     }

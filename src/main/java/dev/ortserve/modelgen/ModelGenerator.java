@@ -101,6 +101,25 @@ public final class ModelGenerator {
 
     /** Writes the model into {@code outputDir} atomically (a temporary sibling directory, then a rename). */
     public static Path generate(ModelSize size, long seed, Path outputDir) throws IOException {
+        return generate(size, seed, outputDir, false);
+    }
+
+    /**
+     * The cached model of this size with each layer's attention as onnxruntime's GroupQueryAttention
+     * (the genai builder's attention; same weights as {@link #ensure}'s, so the same function), building
+     * it first if it is missing. The engine serves it right-padded.
+     */
+    public static Path ensureGroupQueryAttention(ModelSize size, Path cacheDir) throws IOException {
+        Path dir = cacheDir.resolve(size.id() + "-gqa-" + DEFAULT_SEED);
+        if (Files.isRegularFile(dir.resolve("model.onnx")) && Files.isRegularFile(dir.resolve("tokenizer.json"))) {
+            return dir;
+        }
+        Files.createDirectories(cacheDir);
+        return generate(size, DEFAULT_SEED, dir, true);
+    }
+
+    /** @param groupQueryAttention attention as one GroupQueryAttention per layer (see {@link #ensureGroupQueryAttention}) */
+    public static Path generate(ModelSize size, long seed, Path outputDir, boolean groupQueryAttention) throws IOException {
         long start = System.nanoTime();
         Path parent = outputDir.toAbsolutePath().getParent();
         Files.createDirectories(parent);
@@ -109,7 +128,7 @@ public final class ModelGenerator {
             List<String[]> merges = ByteLevelBpeTokenizer.learnMerges(size.vocabSize, seed);
             JSON.writeValue(tmp.resolve("tokenizer.json").toFile(), ByteLevelBpeTokenizer.tokenizerJson(JSON, merges));
             try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
-                new LlamaOnnxWriter(size, seed).build().writeTo(out);
+                new LlamaOnnxWriter(size, seed, groupQueryAttention).build().writeTo(out);
             }
             JSON.writeValue(tmp.resolve("config.json").toFile(), config(size));
             JSON.writeValue(tmp.resolve("generation_config.json").toFile(), generationConfig());

@@ -31,7 +31,9 @@ import java.util.concurrent.TimeUnit;
  * (F32, then Q8_0 and Q4_0 by llama-quantize) and runs this with
  * {@code -Dbench.llamacpp.bin=BIN -Dbench.llamacpp.gguf=DIR}.
  * <p>
- * {@code -Dbench.model=wide} measures the 1B-width model instead of the bench one (the script's MODEL).
+ * {@code -Dbench.model=wide} measures the 1B-width model instead of the bench one (the script's MODEL);
+ * {@code -Dbench.attention=gqa} serves ortserve the generator's GroupQueryAttention variant of it (same
+ * weights, attention as the genai builder writes it; the script's ATTENTION).
  * Each round measures, for fp32 / int8 / int4 (ortserve's default rewrites, weights quantized on
  * load) against F32 / Q8_0 / Q4_0: decode tokens/s of the engine driven directly at 1 and N streams
  * (prompt 64, output 64, as WeightPrecisionBenchmark), then llama-bench's decode of 64 tokens after a
@@ -65,7 +67,8 @@ class LlamaCppSideBySideBenchmark {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
         Path cache = Path.of("target", "bench-rewrite-cache").toAbsolutePath();
         ModelSize size = ModelSize.parse(System.getProperty("bench.model", "bench"));
-        Path bench = ModelGenerator.ensure(size, models);
+        boolean gqa = "gqa".equals(System.getProperty("bench.attention", "explicit"));
+        Path bench = gqa ? ModelGenerator.ensureGroupQueryAttention(size, models) : ModelGenerator.ensure(size, models);
         Path large = ModelGenerator.ensure(ModelSize.VOCAB128K, models);
         List<Pair> pairs = List.of(new Pair("fp32 / F32", WeightPrecision.MODEL, size.id() + "-f32.gguf"),
                 new Pair("int8 / Q8_0", WeightPrecision.INT8, size.id() + "-Q8_0.gguf"),
@@ -103,8 +106,9 @@ class LlamaCppSideBySideBenchmark {
         }
 
         StringBuilder report = new StringBuilder(String.format(
-                "%s model (hidden %d, %d layers, %,d parameters), prompt %d, output %d, %d threads each, %d processors, median of %d rounds%n%n",
-                size.id(), size.hiddenSize, size.layers, size.parameterCount(), PROMPT, OUTPUT, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
+                "%s model (hidden %d, %d layers, %,d parameters; ortserve's graph: %s), prompt %d, output %d, %d threads each, %d processors, median of %d rounds%n%n",
+                size.id(), size.hiddenSize, size.layers, size.parameterCount(),
+                gqa ? "GroupQueryAttention variant (-Dbench.attention=gqa)" : "explicit attention, as Optimum exports", PROMPT, OUTPUT, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
         report.append("| ortserve / llama.cpp | streams | ortserve engine tok/s | llama.cpp tok/s | ortserve / llama.cpp | ortserve vs its fp32 | llama.cpp vs its F32 |\n")
                 .append("|---|---|---|---|---|---|---|\n");
         for (Pair p : pairs) {
