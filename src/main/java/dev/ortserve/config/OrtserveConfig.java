@@ -87,6 +87,13 @@ public interface OrtserveConfig {
     /** ONNX Runtime intra-op threads; unset = the processors available to the JVM. */
     OptionalInt intraOpThreads();
 
+    /**
+     * ONNX Runtime's intra-op threads spin between operators instead of sleeping: faster batch-1
+     * decode, but the spinning threads take cores the HTTP threads need (docs/benchmarks.md).
+     */
+    @WithDefault("false")
+    boolean intraOpSpinning();
+
     /** Comma-separated API keys; none configured = open server. */
     Optional<List<String>> apiKeys();
 

@@ -15,10 +15,20 @@ import java.util.OptionalInt;
  *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
  * @param rewrite           what the graph rewriter changes on load
  * @param rewriteCache      where rewritten models are kept
+ * @param intraOpSpinning   onnxruntime's intra-op threads spin between operators instead of sleeping
+ *                          (faster batch-1 kernels; takes the cores other threads need: off by default)
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache) {
+                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, boolean intraOpSpinning) {
+
+    /** Without intra-op spinning (the default). */
+    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
+                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache) {
+        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
+                prefixCacheBytes, rewrite, rewriteCache, false);
+    }
 
     public static final Duration DEFAULT_BATCH_WINDOW = Duration.ofMillis(50);
     /** The default prefix cache holds this many tokens of KV ... */
@@ -33,28 +43,33 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinning);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinning);
+    }
+
+    public EngineOptions withIntraOpSpinning(boolean spinning) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, spinning);
     }
 
     /** The prefix cache's budget for this model: as configured, or KV for 32,768 tokens within 1 GiB. */

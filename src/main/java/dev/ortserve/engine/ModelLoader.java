@@ -133,9 +133,10 @@ public final class ModelLoader {
             so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
             so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
             so.setInterOpNumThreads(1);
-            // The engine thread waits in run(); spinning intra-op threads would take the cores that the
-            // HTTP event loop needs to stream the tokens out.
-            so.addConfigEntry("session.intra_op.allow_spinning", "0");
+            // The engine thread waits in run(). Spinning intra-op threads make batch-1 kernels faster (a
+            // sleeping thread takes as long to wake as a matrix-vector product takes) but take the cores the
+            // HTTP event loop needs to stream the tokens out: off unless asked for (ORTSERVE_INTRA_OP_SPINNING).
+            so.addConfigEntry("session.intra_op.allow_spinning", options.intraOpSpinning() ? "1" : "0");
             switch (options.executionProvider()) {
                 case "cpu" -> { }
                 case "cuda" -> {

@@ -38,7 +38,7 @@ public class StartupSummary {
         var quarkus = ConfigProvider.getConfig();
         String host = quarkus.getOptionalValue("quarkus.http.host", String.class).orElse("0.0.0.0");
         String port = quarkus.getOptionalValue("quarkus.http.port", String.class).orElse("8080");
-        LOG.infof("Serving '%s' from %s: %s layout, %s (%s weights, KV %s), tool calls %s, reasoning %s, %s with %d threads; "
+        LOG.infof("Serving '%s' from %s: %s layout, %s (%s weights, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
                         + "embeddings '%s'; store %s; listening on http://%s:%s",
                 generation.modelId(), generation.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
                 model.spec().layout() == dev.ortserve.engine.ModelLayout.GENAI ? "model-builder" : precision(file),
@@ -46,7 +46,7 @@ public class StartupSummary {
                 generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
                 generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
                 config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
-                embedding.modelId(), config.store(), host, port);
+                config.intraOpSpinning() ? "spinning" : "not spinning", embedding.modelId(), config.store(), host, port);
     }
 
     /** The weight precision an ONNX file's name announces (the export tools' naming); full precision when it announces none. */

@@ -80,6 +80,25 @@ class EngineBehaviourTest {
     }
 
     @Test
+    void spinningIntraOpThreadsGiveTheSameTokens() {
+        List<List<Integer>> expected = new ArrayList<>();
+        try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
+            for (String p : PROMPTS) expected.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)))).tokens());
+        }
+        EngineOptions spinning = OPTIONS.withIntraOpSpinning(true);
+        assertTrue(spinning.intraOpSpinning());
+        assertFalse(OPTIONS.withLimits(4, 8, 8).withIntraOpSpinning(true).withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
+                .withIntraOpSpinning(false).intraOpSpinning(), "each with* keeps the setting it was given");
+        try (LoadedModel spun = ModelLoader.load(tiny, spinning);
+             GenerationEngine engine = new ContinuousBatchingEngine(spun, spinning)) {
+            List<GenerationRequest> requests = new ArrayList<>();
+            for (String p : PROMPTS) requests.add(EngineTestSupport.request(spun.tokenizer().encode(p), greedyNoEos(12)));
+            List<EngineTestSupport.Result> together = EngineTestSupport.concurrently(engine, requests);
+            for (int i = 0; i < PROMPTS.length; i++) assertEquals(expected.get(i), together.get(i).tokens(), "prompt " + i);
+        }
+    }
+
+    @Test
     void promptsArrivingTogetherArePrefilledInOnePassWithTheSameOutputs() {
         // a prefill budget that holds all eight prompts, left-padded to the longest
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, EngineOptions.defaults().withLimits(16, 64, 4096))) {
