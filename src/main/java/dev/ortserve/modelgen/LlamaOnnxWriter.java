@@ -121,21 +121,9 @@ final class LlamaOnnxWriter {
             ctx = node("Transpose", pre + "ctx_t", a -> a.addAttribute(ints("perm", 0, 3, 1, 2, 4)), ctx);
             ctx = node("Reshape", pre + "ctx_flat", null, ctx, outShape);
             x = node("Add", pre + "attn_res", null, x, matmul(pre + "o", ctx, size.heads * d, h));
-            String h2 = rmsNorm(pre + "post_norm", x, epsF, h);
-            String gate = matmul(pre + "gate", h2, h, size.intermediateSize);
-            String up = matmul(pre + "up", h2, h, size.intermediateSize);
-            String act = node("Mul", pre + "swiglu", null, node("Mul", pre + "silu", null, gate, node("Sigmoid", pre + "sig", null, gate)), up);
-            x = node("Add", pre + "mlp_res", null, x, matmul(pre + "down", act, size.intermediateSize, h));
+            x = mlp(pre, x, epsF, h);
         }
-        String last = rmsNorm("final_norm", x, epsF, h);
-        graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
-                .addInput(init("lm_head.weight", normal(h * size.vocabSize, 0.02f), h, size.vocabSize)).addOutput("logits"));
-        return OnnxMl.ModelProto.newBuilder()
-                .setIrVersion(8)
-                .setProducerName("ortserve-modelgen")
-                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
-                .setGraph(graph)
-                .build();
+        return finish(x, epsF, h, false);
     }
 
     /** The same decoder with GroupQueryAttention (seqlens from the mask, rotary from cos/sin caches inside the op). */
@@ -172,22 +160,31 @@ final class LlamaOnnxWriter {
                     .addAttribute(attr("do_rotary", 1)).addAttribute(attr("rotary_interleaved", 0));
             graph.addNode(gqa);
             x = node("Add", pre + "attn_res", null, x, matmul(pre + "o", pre + "attn", size.heads * d, h));
-            String h2 = rmsNorm(pre + "post_norm", x, epsF, h);
-            String gate = matmul(pre + "gate", h2, h, size.intermediateSize);
-            String up = matmul(pre + "up", h2, h, size.intermediateSize);
-            String act = node("Mul", pre + "swiglu", null, node("Mul", pre + "silu", null, gate, node("Sigmoid", pre + "sig", null, gate)), up);
-            x = node("Add", pre + "mlp_res", null, x, matmul(pre + "down", act, size.intermediateSize, h));
+            x = mlp(pre, x, epsF, h);
         }
+        return finish(x, epsF, h, true);
+    }
+
+    /** A layer's SwiGLU MLP with its norm and residual. */
+    private String mlp(String pre, String x, String epsF, int h) {
+        String h2 = rmsNorm(pre + "post_norm", x, epsF, h);
+        String gate = matmul(pre + "gate", h2, h, size.intermediateSize);
+        String up = matmul(pre + "up", h2, h, size.intermediateSize);
+        String act = node("Mul", pre + "swiglu", null, node("Mul", pre + "silu", null, gate, node("Sigmoid", pre + "sig", null, gate)), up);
+        return node("Add", pre + "mlp_res", null, x, matmul(pre + "down", act, size.intermediateSize, h));
+    }
+
+    /** The final norm, the head (drawn last), and the model. */
+    private OnnxMl.ModelProto finish(String x, String epsF, int h, boolean contribOps) {
         String last = rmsNorm("final_norm", x, epsF, h);
         graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
                 .addInput(init("lm_head.weight", normal(h * size.vocabSize, 0.02f), h, size.vocabSize)).addOutput("logits"));
-        return OnnxMl.ModelProto.newBuilder()
+        OnnxMl.ModelProto.Builder model = OnnxMl.ModelProto.newBuilder()
                 .setIrVersion(8)
                 .setProducerName("ortserve-modelgen")
-                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
-                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("com.microsoft").setVersion(1))
-                .setGraph(graph)
-                .build();
+                .addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("").setVersion(17));
+        if (contribOps) model.addOpsetImport(OnnxMl.OperatorSetIdProto.newBuilder().setDomain("com.microsoft").setVersion(1));
+        return model.setGraph(graph).build();
     }
 
     private String rmsNorm(String name, String x, String eps, int h) {
