@@ -129,31 +129,37 @@ public final class ModelLoader {
 
     static OrtSession createSession(OrtEnvironment env, Path modelFile, EngineOptions options) {
         try {
-            OrtSession.SessionOptions so = new OrtSession.SessionOptions();
-            so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
-            so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
-            so.setInterOpNumThreads(1);
-            // The engine thread waits in run(). Spinning intra-op threads make batch-1 kernels faster (a
-            // sleeping thread takes as long to wake as a matrix-vector product takes) but take the cores the
-            // HTTP event loop needs to stream the tokens out: off unless asked for (ORTSERVE_INTRA_OP_SPINNING).
-            so.addConfigEntry("session.intra_op.allow_spinning", options.intraOpSpinning() ? "1" : "0");
-            switch (options.executionProvider()) {
-                case "cpu" -> { }
-                case "cuda" -> {
-                    try {
-                        so.addCUDA(options.cudaDeviceId());
-                    } catch (OrtException | UnsatisfiedLinkError e) {
-                        throw new ModelLoadException("ORTSERVE_EXECUTION_PROVIDER=cuda, but the CUDA execution provider cannot be loaded: "
-                                + e.getMessage() + ". Build with the GPU ONNX Runtime (./mvnw -Pcuda, artifact onnxruntime_gpu) and run on a host "
-                                + "with an NVIDIA GPU, CUDA 12 and cuDNN 9.", e);
-                    }
-                }
-                default -> throw new ModelLoadException("Unknown execution provider '" + options.executionProvider() + "' (valid: cpu, cuda)");
-            }
+            OrtSession.SessionOptions so = sessionOptions(options);
             return env.createSession(modelFile.toString(), so);
         } catch (OrtException e) {
             throw new ModelLoadException("ONNX Runtime cannot load " + modelFile + ": " + e.getMessage(), e);
         }
+    }
+
+    /** The session options the engine's sessions are made with (threads, spinning, execution provider). */
+    static OrtSession.SessionOptions sessionOptions(EngineOptions options) throws OrtException {
+        OrtSession.SessionOptions so = new OrtSession.SessionOptions();
+        so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
+        so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
+        so.setInterOpNumThreads(1);
+        // The engine thread waits in run(). Spinning intra-op threads make batch-1 kernels faster (a
+        // sleeping thread takes as long to wake as a matrix-vector product takes) but take the cores the
+        // HTTP event loop needs to stream the tokens out: off unless asked for (ORTSERVE_INTRA_OP_SPINNING).
+        so.addConfigEntry("session.intra_op.allow_spinning", options.intraOpSpinning() ? "1" : "0");
+        switch (options.executionProvider()) {
+            case "cpu" -> { }
+            case "cuda" -> {
+                try {
+                    so.addCUDA(options.cudaDeviceId());
+                } catch (OrtException | UnsatisfiedLinkError e) {
+                    throw new ModelLoadException("ORTSERVE_EXECUTION_PROVIDER=cuda, but the CUDA execution provider cannot be loaded: "
+                            + e.getMessage() + ". Build with the GPU ONNX Runtime (./mvnw -Pcuda, artifact onnxruntime_gpu) and run on a host "
+                            + "with an NVIDIA GPU, CUDA 12 and cuDNN 9.", e);
+                }
+            }
+            default -> throw new ModelLoadException("Unknown execution provider '" + options.executionProvider() + "' (valid: cpu, cuda)");
+        }
+        return so;
     }
 
     private static Path genaiModelFile(Path dir) {

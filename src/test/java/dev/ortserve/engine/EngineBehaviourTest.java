@@ -86,7 +86,13 @@ class EngineBehaviourTest {
             for (String p : PROMPTS) expected.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)))).tokens());
         }
         EngineOptions spinning = OPTIONS.withIntraOpSpinning(true);
-        assertTrue(spinning.intraOpSpinning());
+        try (ai.onnxruntime.OrtSession.SessionOptions on = ModelLoader.sessionOptions(spinning);
+             ai.onnxruntime.OrtSession.SessionOptions off = ModelLoader.sessionOptions(OPTIONS)) {
+            assertEquals("1", on.getConfigEntries().get("session.intra_op.allow_spinning"), "the option reaches onnxruntime");
+            assertEquals("0", off.getConfigEntries().get("session.intra_op.allow_spinning"), "off by default");
+        } catch (ai.onnxruntime.OrtException e) {
+            throw new AssertionError(e);
+        }
         assertFalse(OPTIONS.withLimits(4, 8, 8).withIntraOpSpinning(true).withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
                 .withIntraOpSpinning(false).intraOpSpinning(), "each with* keeps the setting it was given");
         try (LoadedModel spun = ModelLoader.load(tiny, spinning);
