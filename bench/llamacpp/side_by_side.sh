@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ortserve's engine and llama.cpp on the same weights, interleaved in one run.
 #
-#   [MODEL=bench|wide] [ATTENTION=explicit|gqa] [ROUNDS=3] bench/llamacpp/side_by_side.sh LLAMA_CPP_BIN_DIR [PYTHON]
+#   [MODEL=bench|wide] [ATTENTION=explicit|gqa] [ROUNDS=3] [SPIN=0] bench/llamacpp/side_by_side.sh LLAMA_CPP_BIN_DIR [PYTHON]
 #
 # LLAMA_CPP_BIN_DIR: a llama.cpp build's bin/ with llama-bench, llama-batched-bench and
 # llama-quantize, e.g. from a llama.cpp checkout:
@@ -17,6 +17,7 @@
 #    (default rewrites) and llama.cpp alternately, decode at 1 and 16 streams, then 50- and
 #    3,500-token prompts on the 128k-vocabulary model; medians of -Dbench.rounds (default 3).
 # ATTENTION=gqa: ortserve serves the generator's GroupQueryAttention variant of the model (same weights).
+# SPIN=0,200: ortserve once not spinning and once with intra-op threads spinning up to 200 us (ORTSERVE_INTRA_OP_SPIN_MICROS; -1 = onnxruntime's own loop).
 # Report: target/llamacpp-side-by-side-MODEL-ATTENTION.md.
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
@@ -37,6 +38,6 @@ for q in Q8_0 Q4_0; do
 done
 
 ./mvnw -q -B -Pbench test -Dtest=LlamaCppSideBySideBenchmark -Dbench.llamacpp.bin="$BIN" -Dbench.llamacpp.gguf="$OUT" \
-  -Dbench.server-threads="$(nproc)" "-Dbench.rounds=${ROUNDS:-3}" -Dbench.model="$MODEL" -Dbench.attention="${ATTENTION:-explicit}"
+  -Dbench.server-threads="$(nproc)" "-Dbench.rounds=${ROUNDS:-3}" "-Dbench.spin=${SPIN:-0}" -Dbench.model="$MODEL" -Dbench.attention="${ATTENTION:-explicit}"
 cp target/llamacpp-side-by-side.md "target/llamacpp-side-by-side-$MODEL-${ATTENTION:-explicit}.md"
 cat "target/llamacpp-side-by-side-$MODEL-${ATTENTION:-explicit}.md"

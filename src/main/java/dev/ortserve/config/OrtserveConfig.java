@@ -94,6 +94,14 @@ public interface OrtserveConfig {
     @WithDefault("false")
     boolean intraOpSpinning();
 
+    /**
+     * With intra-op-spinning: how long, in microseconds, an idle intra-op thread spins before it
+     * sleeps (onnxruntime's session.intra_op.spin_duration_us); -1 = onnxruntime's own spin loop,
+     * which also spins between decode steps, on the cores the HTTP threads need.
+     */
+    @WithDefault("200")
+    int intraOpSpinMicros();
+
     /** Comma-separated API keys; none configured = open server. */
     Optional<List<String>> apiKeys();
 

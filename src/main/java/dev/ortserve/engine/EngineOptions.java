@@ -15,19 +15,25 @@ import java.util.OptionalInt;
  *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
  * @param rewrite           what the graph rewriter changes on load
  * @param rewriteCache      where rewritten models are kept
- * @param intraOpSpinning   onnxruntime's intra-op threads spin between operators instead of sleeping
- *                          (faster batch-1 kernels; takes the cores other threads need: off by default)
+ * @param intraOpSpinMicros how long onnxruntime's idle intra-op threads spin before they sleep: 0 = they
+ *                          sleep at once (no spinning), {@link #SPIN_UNBOUNDED} = onnxruntime's own spin
+ *                          loop, N &gt; 0 = at most N microseconds. Spinning keeps a second thread awake
+ *                          between a decode step's operators (faster batch-1 kernels); unbounded, it also
+ *                          spins between steps, on the cores the HTTP threads need
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, boolean intraOpSpinning) {
+                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros) {
 
-    /** Without intra-op spinning (the default). */
+    /** onnxruntime's own spin loop: intra-op threads spin until its spin count runs out, however long that is. */
+    public static final int SPIN_UNBOUNDED = -1;
+
+    /** Without intra-op spinning. */
     public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                          int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
                          long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache) {
         this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, false);
+                prefixCacheBytes, rewrite, rewriteCache, 0);
     }
 
     public static final Duration DEFAULT_BATCH_WINDOW = Duration.ofMillis(50);
@@ -43,33 +49,40 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinning);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinning);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinning);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros);
     }
 
-    public EngineOptions withIntraOpSpinning(boolean spinning) {
+    /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
+    public EngineOptions withIntraOpSpinMicros(int micros) {
+        if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, spinning);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros);
+    }
+
+    /** Whether onnxruntime's intra-op threads spin at all. */
+    public boolean intraOpSpinning() {
+        return intraOpSpinMicros != 0;
     }
 
     /** The prefix cache's budget for this model: as configured, or KV for 32,768 tokens within 1 GiB. */

@@ -143,9 +143,10 @@ public final class ModelLoader {
         so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
         so.setInterOpNumThreads(1);
         // The engine thread waits in run(). Spinning intra-op threads make batch-1 kernels faster (a
-        // sleeping thread takes as long to wake as a matrix-vector product takes) but take the cores the
-        // HTTP event loop needs to stream the tokens out: off unless asked for (ORTSERVE_INTRA_OP_SPINNING).
+        // sleeping thread takes as long to wake as a matrix-vector product takes); a bound on the spin lets
+        // them sleep between steps, when the HTTP event loop needs the cores to stream the tokens out.
         so.addConfigEntry("session.intra_op.allow_spinning", options.intraOpSpinning() ? "1" : "0");
+        if (options.intraOpSpinMicros() > 0) so.addConfigEntry("session.intra_op.spin_duration_us", Integer.toString(options.intraOpSpinMicros()));
         switch (options.executionProvider()) {
             case "cpu" -> { }
             case "cuda" -> {

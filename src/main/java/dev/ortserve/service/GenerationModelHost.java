@@ -99,7 +99,7 @@ public class GenerationModelHost {
                 config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary()), config.modelCacheDir().resolve("rewritten"),
-                config.intraOpSpinning());
+                spinMicros(config));
         LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
         String template = model.chatTemplate();
         if (config.chatTemplate().isPresent()) {
@@ -135,6 +135,20 @@ public class GenerationModelHost {
         warmUp(batching, model);
         served = new ServedModel(modelId, source, model, batching, chatPrompts, parsers, Instant.now().getEpochSecond());
         LOG.infof("Serving model '%s' from %s", modelId, dir);
+    }
+
+    /** ORTSERVE_INTRA_OP_SPINNING and ORTSERVE_INTRA_OP_SPIN_MICROS as the engine takes them (0: not spinning). */
+    static int spinMicros(OrtserveConfig config) {
+        return spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros());
+    }
+
+    static int spinMicros(boolean spinning, int micros) {
+        if (!spinning) return 0;
+        if (micros == 0 || micros < EngineOptions.SPIN_UNBOUNDED) {
+            throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_INTRA_OP_SPIN_MICROS must be positive (microseconds) or -1 "
+                    + "(onnxruntime's own spin loop), not " + micros + "; ORTSERVE_INTRA_OP_SPINNING=false turns spinning off");
+        }
+        return micros;
     }
 
     private static void warmUp(GenerationEngine engine, LoadedModel model) {

@@ -46,7 +46,11 @@ public class StartupSummary {
                 generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
                 generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
                 config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
-                config.intraOpSpinning() ? "spinning" : "not spinning", embedding.modelId(), config.store(), host, port);
+                spinning(GenerationModelHost.spinMicros(config)), embedding.modelId(), config.store(), host, port);
+    }
+
+    static String spinning(int micros) {
+        return micros == 0 ? "not spinning" : micros < 0 ? "spinning" : "spinning up to " + micros + " us";
     }
 
     /** The weight precision an ONNX file's name announces (the export tools' naming); full precision when it announces none. */

@@ -20,13 +20,15 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * ORTSERVE_INTRA_OP_SPINNING off and on, alternated (not part of the test run): the engine driven
- * directly on the generated bench model with the default rewrites, fp32 / int8 / int4, decode
- * tokens/s at 1 and N streams (prompt 64, output 64), each setting loaded afresh in every round;
- * medians over {@code -Dbench.rounds} (default 4). Run with
+ * Intra-op spinning settings, alternated (not part of the test run): the engine driven directly on
+ * the generated bench model with the default rewrites, fp32 / int8 / int4, decode tokens/s at 1 and
+ * N streams (prompt 64, output 64), each setting loaded afresh in every round; medians over
+ * {@code -Dbench.rounds} (default 4). {@code -Dbench.spin=0,200,-1} (the default) lists the settings
+ * as {@link EngineOptions#intraOpSpinMicros()} takes them: 0 not spinning, N spinning at most N
+ * microseconds, -1 onnxruntime's own spin loop; ratios are against the first. Run with
  * {@code ./mvnw -Pbench test -Dtest=IntraOpSpinningBenchmark}; report on stdout and
- * target/intra-op-spinning-report.md. The served effect is ServingBenchmark's, run once with and once
- * without {@code -Dortserve.intra-op-spinning=true}.
+ * target/intra-op-spinning-report.md. The served effect is ServingBenchmark's, run with
+ * {@code -Dortserve.intra-op-spinning=true -Dortserve.intra-op-spin-micros=N} and without.
  */
 @Tag("bench")
 class IntraOpSpinningBenchmark {
@@ -35,6 +37,7 @@ class IntraOpSpinningBenchmark {
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
     static final int STREAMS = Integer.getInteger("bench.concurrency", 16);
     static final int ROUNDS = Integer.getInteger("bench.rounds", 4);
+    static final List<Integer> SPIN = settings(System.getProperty("bench.spin", "0,200,-1"));
 
     @Test
     void run() throws Exception {
@@ -44,9 +47,9 @@ class IntraOpSpinningBenchmark {
         Map<String, List<Double>> cells = new LinkedHashMap<>();
         for (int round = 0; round < ROUNDS; round++) {
             for (WeightPrecision p : precisions) {
-                for (boolean spin : new boolean[] {false, true}) {
+                for (int spin : SPIN) {
                     EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0)
-                            .withRewrite(new RewriteOptions(true, p, true, true), cache).withIntraOpSpinning(spin);
+                            .withRewrite(new RewriteOptions(true, p, true, true), cache).withIntraOpSpinMicros(spin);
                     try (LoadedModel model = ModelLoader.load(bench, options);
                          GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
                         int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
@@ -59,16 +62,33 @@ class IntraOpSpinningBenchmark {
         }
         StringBuilder report = new StringBuilder(String.format("bench model, prompt %d, output %d, %d processors, engine driven directly, median of %d rounds%n%n",
                 PROMPT, OUTPUT, Runtime.getRuntime().availableProcessors(), ROUNDS));
-        report.append("| weights | streams | not spinning tok/s | spinning tok/s | spinning / not |\n|---|---|---|---|---|\n");
+        report.append("| weights | streams |");
+        for (int spin : SPIN) report.append(' ').append(label(spin)).append(" tok/s |");
+        for (int spin : SPIN.subList(1, SPIN.size())) report.append(' ').append(label(spin)).append(" / ").append(label(SPIN.get(0))).append(" |");
+        report.append("\n|---|---|").append("---|".repeat(2 * SPIN.size() - 1)).append('\n');
         for (WeightPrecision p : precisions) {
             for (int s : new int[] {1, STREAMS}) {
-                double off = PrefixCacheBenchmark.median(cells.get(p + "|false|" + s)), on = PrefixCacheBenchmark.median(cells.get(p + "|true|" + s));
-                report.append(String.format("| %s | %d | %.1f | %.1f | %.2fx |%n", p.name().toLowerCase(), s, off, on, on / off));
+                report.append(String.format("| %s | %d |", p.name().toLowerCase(), s));
+                double first = PrefixCacheBenchmark.median(cells.get(p + "|" + SPIN.get(0) + "|" + s));
+                for (int spin : SPIN) report.append(String.format(" %.1f |", PrefixCacheBenchmark.median(cells.get(p + "|" + spin + "|" + s))));
+                for (int spin : SPIN.subList(1, SPIN.size())) {
+                    report.append(String.format(" %.2fx |", PrefixCacheBenchmark.median(cells.get(p + "|" + spin + "|" + s)) / first));
+                }
+                report.append('\n');
             }
         }
         report.append("\nEvery round, each cell: ").append(cells).append('\n');
         System.out.println(report);
         Files.writeString(Path.of("target", "intra-op-spinning-report.md"), report.toString());
+    }
+
+    /** A comma-separated list of spin settings. */
+    static List<Integer> settings(String list) {
+        return java.util.Arrays.stream(list.split(",")).map(String::trim).map(Integer::valueOf).toList();
+    }
+
+    static String label(int spin) {
+        return spin == 0 ? "not spinning" : spin < 0 ? "spinning (onnxruntime's loop)" : "spinning <= " + spin + " us";
     }
 
     private static void add(Map<String, List<Double>> cells, String key, double value) {

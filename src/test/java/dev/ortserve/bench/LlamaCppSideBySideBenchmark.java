@@ -42,7 +42,11 @@ import java.util.concurrent.TimeUnit;
  * (ours: the engine, one output token, prefix cache off; llama.cpp: llama-bench pp50 / pp3500). The
  * two engines alternate within a round, so a change in the host's load falls on both; the report
  * gives each cell's median over the rounds ({@code -Dbench.rounds}, default 3). Both use
- * {@code bench.server-threads} threads. Report: stdout and target/llamacpp-side-by-side.md.
+ * {@code bench.server-threads} threads. {@code -Dbench.spin=0} (the default; the script's SPIN) lists
+ * ortserve's intra-op spin settings as {@link EngineOptions#intraOpSpinMicros()} takes them (0 not
+ * spinning, N at most N microseconds, -1 onnxruntime's own loop): each gets its own decode columns
+ * (llama.cpp's threads always spin while they wait for work). Report: stdout and
+ * target/llamacpp-side-by-side.md.
  */
 @Tag("bench")
 class LlamaCppSideBySideBenchmark {
@@ -52,6 +56,7 @@ class LlamaCppSideBySideBenchmark {
     static final int STREAMS = Integer.getInteger("bench.concurrency", 16);
     static final int THREADS = Integer.getInteger("bench.server-threads", Runtime.getRuntime().availableProcessors());
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
+    static final List<Integer> SPIN = IntraOpSpinningBenchmark.settings(System.getProperty("bench.spin", "0"));
     static final ObjectMapper JSON = new ObjectMapper();
 
     record Pair(String label, WeightPrecision precision, String gguf) {
@@ -79,13 +84,15 @@ class LlamaCppSideBySideBenchmark {
                 base.prefillChunkTokens(), base.maxModelLen(), base.batchWindow(), base.prefixCacheBytes(), base.rewrite(), base.rewriteCache());
         for (int round = 0; round < ROUNDS; round++) {
             for (Pair p : pairs) {
-                EngineOptions options = base.withRewrite(new RewriteOptions(true, p.precision(), true, true), cache);
-                try (LoadedModel model = ModelLoader.load(bench, options);
-                     GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-                    int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
-                    DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
-                    add(cells, p.label() + "|ours|1", DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond());
-                    add(cells, p.label() + "|ours|" + STREAMS, DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond());
+                for (int spin : SPIN) {
+                    EngineOptions options = base.withRewrite(new RewriteOptions(true, p.precision(), true, true), cache).withIntraOpSpinMicros(spin);
+                    try (LoadedModel model = ModelLoader.load(bench, options);
+                         GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
+                        int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
+                        DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
+                        add(cells, p.label() + "|ours" + spin + "|1", DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond());
+                        add(cells, p.label() + "|ours" + spin + "|" + STREAMS, DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond());
+                    }
                 }
                 Path file = gguf.resolve(p.gguf());
                 add(cells, p.label() + "|llama.cpp|1", llamaBench(bin, file, "-p", "0", "-n", String.valueOf(OUTPUT), "-d", String.valueOf(PROMPT), "-r", "3").get(0));
@@ -109,15 +116,19 @@ class LlamaCppSideBySideBenchmark {
                 "%s model (hidden %d, %d layers, %,d parameters; ortserve's graph: %s), prompt %d, output %d, %d threads each, %d processors, median of %d rounds%n%n",
                 size.id(), size.hiddenSize, size.layers, size.parameterCount(),
                 gqa ? "GroupQueryAttention variant (-Dbench.attention=gqa)" : "explicit attention, as Optimum exports", PROMPT, OUTPUT, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
-        report.append("| ortserve / llama.cpp | streams | ortserve engine tok/s | llama.cpp tok/s | ortserve / llama.cpp | ortserve vs its fp32 | llama.cpp vs its F32 |\n")
-                .append("|---|---|---|---|---|---|---|\n");
-        for (Pair p : pairs) {
-            for (int s : new int[] {1, STREAMS}) {
-                double ours = median(cells.get(p.label() + "|ours|" + s)), theirs = median(cells.get(p.label() + "|llama.cpp|" + s));
-                double oursFp32 = median(cells.get(pairs.get(0).label() + "|ours|" + s)), theirsF32 = median(cells.get(pairs.get(0).label() + "|llama.cpp|" + s));
-                report.append(String.format("| %s | %d | %.1f | %.1f | %.2fx | %.2fx | %.2fx |%n", p.label(), s, ours, theirs, ours / theirs,
-                        ours / oursFp32, theirs / theirsF32));
+        for (int spin : SPIN) {
+            report.append(String.format("ortserve %s%n%n", IntraOpSpinningBenchmark.label(spin)));
+            report.append("| ortserve / llama.cpp | streams | ortserve engine tok/s | llama.cpp tok/s | ortserve / llama.cpp | ortserve vs its fp32 | llama.cpp vs its F32 |\n")
+                    .append("|---|---|---|---|---|---|---|\n");
+            for (Pair p : pairs) {
+                for (int s : new int[] {1, STREAMS}) {
+                    double ours = median(cells.get(p.label() + "|ours" + spin + "|" + s)), theirs = median(cells.get(p.label() + "|llama.cpp|" + s));
+                    double oursFp32 = median(cells.get(pairs.get(0).label() + "|ours" + spin + "|" + s)), theirsF32 = median(cells.get(pairs.get(0).label() + "|llama.cpp|" + s));
+                    report.append(String.format("| %s | %d | %.1f | %.1f | %.2fx | %.2fx | %.2fx |%n", p.label(), s, ours, theirs, ours / theirs,
+                            ours / oursFp32, theirs / theirsF32));
+                }
             }
+            report.append('\n');
         }
         double o50 = median(cells.get("ttft|ours|50")), o3500 = median(cells.get("ttft|ours|3500"));
         double l50 = median(cells.get("ttft|llama.cpp|50")), l3500 = median(cells.get("ttft|llama.cpp|3500"));

@@ -85,16 +85,21 @@ class EngineBehaviourTest {
         try (GenerationEngine engine = new ContinuousBatchingEngine(model, OPTIONS)) {
             for (String p : PROMPTS) expected.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(model.tokenizer().encode(p), greedyNoEos(12)))).tokens());
         }
-        EngineOptions spinning = OPTIONS.withIntraOpSpinning(true);
+        EngineOptions spinning = OPTIONS.withIntraOpSpinMicros(100);
         try (ai.onnxruntime.OrtSession.SessionOptions on = ModelLoader.sessionOptions(spinning);
-             ai.onnxruntime.OrtSession.SessionOptions off = ModelLoader.sessionOptions(OPTIONS)) {
+             ai.onnxruntime.OrtSession.SessionOptions unbounded = ModelLoader.sessionOptions(OPTIONS.withIntraOpSpinMicros(EngineOptions.SPIN_UNBOUNDED));
+             ai.onnxruntime.OrtSession.SessionOptions off = ModelLoader.sessionOptions(OPTIONS.withIntraOpSpinMicros(0))) {
             assertEquals("1", on.getConfigEntries().get("session.intra_op.allow_spinning"), "the option reaches onnxruntime");
-            assertEquals("0", off.getConfigEntries().get("session.intra_op.allow_spinning"), "off by default");
+            assertEquals("100", on.getConfigEntries().get("session.intra_op.spin_duration_us"), "and its bound");
+            assertEquals("1", unbounded.getConfigEntries().get("session.intra_op.allow_spinning"));
+            assertNull(unbounded.getConfigEntries().get("session.intra_op.spin_duration_us"), "onnxruntime's own loop: no bound set");
+            assertEquals("0", off.getConfigEntries().get("session.intra_op.allow_spinning"));
         } catch (ai.onnxruntime.OrtException e) {
             throw new AssertionError(e);
         }
-        assertFalse(OPTIONS.withLimits(4, 8, 8).withIntraOpSpinning(true).withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
-                .withIntraOpSpinning(false).intraOpSpinning(), "each with* keeps the setting it was given");
+        assertEquals(100, OPTIONS.withLimits(4, 8, 8).withIntraOpSpinMicros(7).withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
+                .withIntraOpSpinMicros(100).withProvider("cpu").intraOpSpinMicros(), "each with* keeps the setting it was given");
+        assertThrows(IllegalArgumentException.class, () -> OPTIONS.withIntraOpSpinMicros(-2));
         try (LoadedModel spun = ModelLoader.load(tiny, spinning);
              GenerationEngine engine = new ContinuousBatchingEngine(spun, spinning)) {
             List<GenerationRequest> requests = new ArrayList<>();
