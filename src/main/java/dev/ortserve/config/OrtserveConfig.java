@@ -233,6 +233,13 @@ public interface OrtserveConfig {
         @WithDefault("true")
         boolean fuseRotary();
 
+        /**
+         * Constant-weight MatMuls that read the same activations (a layer's q, k and v; its gate and
+         * up) are packed into one MatMul and a Split on load (a graph rewrite, checked like the others).
+         */
+        @WithDefault("true")
+        boolean packProjections();
+
         /** The head runs on each prompt's last position only (a graph rewrite on load); false serves the graph as exported. */
         @WithDefault("true")
         boolean lastPositionLogits();

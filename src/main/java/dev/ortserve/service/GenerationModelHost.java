@@ -98,7 +98,8 @@ public class GenerationModelHost {
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
                 config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
-                new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary()), config.modelCacheDir().resolve("rewritten"),
+                new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
+                        config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config));
         LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
         String template = model.chatTemplate();

@@ -49,7 +49,7 @@ class IntraOpSpinningBenchmark {
             for (WeightPrecision p : precisions) {
                 for (int spin : SPIN) {
                     EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0)
-                            .withRewrite(new RewriteOptions(true, p, true, true), cache).withIntraOpSpinMicros(spin);
+                            .withRewrite(RewriteOptions.defaults(p), cache).withIntraOpSpinMicros(spin);
                     try (LoadedModel model = ModelLoader.load(bench, options);
                          GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
                         int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());

@@ -85,7 +85,7 @@ class LlamaCppSideBySideBenchmark {
         for (int round = 0; round < ROUNDS; round++) {
             for (Pair p : pairs) {
                 for (int spin : SPIN) {
-                    EngineOptions options = base.withRewrite(new RewriteOptions(true, p.precision(), true, true), cache).withIntraOpSpinMicros(spin);
+                    EngineOptions options = base.withRewrite(RewriteOptions.defaults(p.precision()), cache).withIntraOpSpinMicros(spin);
                     try (LoadedModel model = ModelLoader.load(bench, options);
                          GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
                         int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
@@ -99,7 +99,7 @@ class LlamaCppSideBySideBenchmark {
                 add(cells, p.label() + "|llama.cpp|" + STREAMS, batchedBench(bin, file));
             }
             EngineOptions ttftOptions = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(java.time.Duration.ZERO)
-                    .withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true), cache);
+                    .withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), cache);
             try (LoadedModel model = ModelLoader.load(large, ttftOptions);
                  GenerationEngine engine = new ContinuousBatchingEngine(model, ttftOptions)) {
                 SplittableRandom random = new SplittableRandom(3 + round);

@@ -57,11 +57,11 @@ class WeightPrecisionBenchmark {
                 base.prefillChunkTokens(), base.maxModelLen(), base.batchWindow(), base.prefixCacheBytes(), base.rewrite(), base.rewriteCache());
         double[] reference = null;
         record Config(String label, RewriteOptions rewrite) { }
-        RewriteOptions defaults = new RewriteOptions(true, WeightPrecision.MODEL, true, true);
+        RewriteOptions defaults = RewriteOptions.defaults(WeightPrecision.MODEL);
         List<Config> configs = DEFAULTS_ONLY
                 ? List.of(new Config("fp32, the default rewrites", defaults),
-                        new Config("int8, the default rewrites", new RewriteOptions(true, WeightPrecision.INT8, true, true)),
-                        new Config("int4, the default rewrites", new RewriteOptions(true, WeightPrecision.INT4, true, true)))
+                        new Config("int8, the default rewrites", RewriteOptions.defaults(WeightPrecision.INT8)),
+                        new Config("int4, the default rewrites", RewriteOptions.defaults(WeightPrecision.INT4)))
                 : List.of(new Config("fp32 as exported", RewriteOptions.NONE),
                 new Config("fp32, last-position logits", new RewriteOptions(true, WeightPrecision.MODEL)),
                 new Config("fp32, last-position logits, fused RMSNorm", new RewriteOptions(true, WeightPrecision.MODEL, true)),

@@ -49,7 +49,7 @@ class BuilderExportTest {
                 Arguments.of("the server's default rewrites (last-position logits), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)));
     }
 
-    static final RewriteOptions DEFAULT_REWRITES = new RewriteOptions(true, WeightPrecision.MODEL, true, true);
+    static final RewriteOptions DEFAULT_REWRITES = RewriteOptions.defaults(WeightPrecision.MODEL);
     static final Path REWRITE_CACHE = Path.of("target", "builder-rewrite-cache").toAbsolutePath();
 
     @Test

@@ -20,8 +20,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * The graph rewriter on transformers' own exports of Qwen3, Llama 3 and Gemma 3 (torch's exporter,
  * transformers' RMSNorm with its casts, Qwen3's and Gemma 3's q/k norms, Gemma's (1 + w) weights and
  * sandwich norms; rotary cos/sin computed in the graph with attention scaling and a cast back to the
- * query's dtype, Gemma 3's two rope bases): every norm and rotary site fused, last-position logits, and
- * transformers' greedy ids kept, alone and batched.
+ * query's dtype, Gemma 3's two rope bases): every norm and rotary site fused, last-position logits,
+ * q/k/v and gate/up packed, and transformers' greedy ids kept, alone and batched.
  */
 class FamilyGraphRewriteTest {
 
@@ -32,9 +32,11 @@ class FamilyGraphRewriteTest {
     @CsvSource({"qwen3, 9", "llama3_1, 5", "gemma3, 13"})
     void everyNormAndRotarySiteIsFusedAndTransformersGreedyIdsAreKept(String family, int norms) throws Exception {
         JsonNode reference = new ObjectMapper().readTree(FamilyFixtures.SOURCE.resolve(family).resolve("reference.json").toFile());
-        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true), dir.resolve("cache-" + family));
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true, true), dir.resolve("cache-" + family));
         try (LoadedModel model = ModelLoader.load(FamilyFixtures.directory(family), options)) {
-            assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (" + norms + " SimplifiedLayerNormalization)"), model.rewrites());
+            // q/k/v and gate/up of both layers packed (torch's exporter writes the weights as MatMul initializers)
+            assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS, GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)",
+                    "RMSNorm fused (" + norms + " SimplifiedLayerNormalization)"), model.rewrites());
             List<int[]> prompts = new ArrayList<>();
             List<List<Integer>> expected = new ArrayList<>();
             for (JsonNode ref : reference.get("completions")) {

@@ -106,13 +106,13 @@ class GraphRewriteTest {
     void rewrittenReferenceDecodersReproducePyTorchsGreedyIds(String fixture) throws Exception {
         Path fixtureDir = Path.of("src/test/resources/fixtures", fixture);
         JsonNode reference = new ObjectMapper().readTree(fixtureDir.resolve("reference.json").toFile());
-        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true), dir.resolve("cache-" + fixture));
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true, true), dir.resolve("cache-" + fixture));
         try (LoadedModel model = ModelLoader.load(fixtureDir, options)) {
             assertTrue(model.lastPositionLogits(), fixture);
             // the torch exporter's rotary (Slice halves, cos/sin computed from position_ids in the graph): q and k of both layers fused;
-            // its norms (Pow, Div, weights shared through Identity nodes): all five fused
-            assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS, "RMSNorm fused (5 SimplifiedLayerNormalization)"),
-                    model.rewrites());
+            // q/k/v and gate/up of both layers packed; its norms (Pow, Div, weights shared through Identity nodes): all five fused
+            assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS,
+                    GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)", "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
             List<int[]> prompts = new ArrayList<>();
             for (JsonNode ref : reference.get("refs")) prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
             List<List<Integer>> got = greedy(model, options, prompts, 24);
@@ -150,6 +150,33 @@ class GraphRewriteTest {
             // q (five axes, reshaped around the op) and k of every layer, cos/sin gathered from the generated tables
             assertEquals(List.of("rotary fused (" + (2 * ModelSize.TINY.layers) + " RotaryEmbedding)"), model.rewrites());
             assertEquals(plain, greedy(model, options, prompts(model), 20));
+        }
+    }
+
+    @Test
+    void packedProjectionsKeepGreedyOutputAloneAndBatchedInFloat32AndInt4() throws Exception {
+        List<List<Integer>> plain, plainInt4;
+        List<int[]> prompts;
+        try (LoadedModel model = ModelLoader.load(tiny, EngineOptions.defaults())) {
+            prompts = prompts(model);
+            plain = greedy(model, EngineOptions.defaults(), prompts, 20);
+        }
+        int layers = ModelSize.TINY.layers;
+        EngineOptions packed = EngineOptions.defaults().withRewrite(new RewriteOptions(false, WeightPrecision.MODEL, false, false, true), dir.resolve("cache-packed"));
+        try (LoadedModel model = ModelLoader.load(tiny, packed)) {
+            // per layer q, k, v into one and gate, up into one
+            assertEquals(List.of(GraphRewriter.PACKED_PROJECTIONS + " (" + 5 * layers + " MatMuls -> " + 2 * layers + ")"), model.rewrites());
+            assertEquals(plain, greedy(model, packed, prompts, 20));
+        }
+        // blocks run along K, so the packed matrix quantizes column for column as the separate ones did: the same tokens as int4 unpacked
+        try (LoadedModel model = ModelLoader.load(tiny, rewriting(dir.resolve("cache-int4-unpacked"), false, WeightPrecision.INT4))) {
+            plainInt4 = greedy(model, rewriting(dir.resolve("cache-int4-unpacked"), false, WeightPrecision.INT4), prompts, 20);
+        }
+        EngineOptions packedInt4 = EngineOptions.defaults().withRewrite(new RewriteOptions(false, WeightPrecision.INT4, false, false, true), dir.resolve("cache-packed-int4"));
+        try (LoadedModel model = ModelLoader.load(tiny, packedInt4)) {
+            assertEquals(List.of(GraphRewriter.PACKED_PROJECTIONS + " (" + 5 * layers + " MatMuls -> " + 2 * layers + ")",
+                    "int4 weights (" + (2 * layers + 2 * layers + 1) + " MatMuls)"), model.rewrites());
+            assertEquals(plainInt4, greedy(model, packedInt4, prompts, 20));
         }
     }
 

@@ -57,7 +57,7 @@ class GroupQueryAttentionModelTest {
         EngineOptions small = EngineOptions.defaults().withLimits(8, 64, 16).withPrefixCacheBytes(0);
         List<List<Integer>> expected = greedy(plain, small, prompts);
         assertEquals(expected, greedy(gqa, small, prompts), "right-padded GroupQueryAttention graph, chunks of 16");
-        EngineOptions rewritten = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true),
+        EngineOptions rewritten = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL),
                 dir.resolve("rewrites"));
         try (LoadedModel model = ModelLoader.load(gqa, rewritten)) {
             assertTrue(model.lastPositionLogits(), "rewrites: " + model.rewrites());

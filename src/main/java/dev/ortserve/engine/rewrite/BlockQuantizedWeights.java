@@ -74,13 +74,7 @@ final class BlockQuantizedWeights {
             NodeProto n = g.graph.getNode(i);
             if (n.getOpType().equals("Transpose") && n.getOutputCount() == 1 && g.consumers(n.getOutput(0)) == 0) g.graph.removeNode(i);
         }
-        for (int i = g.graph.getInitializerCount() - 1; i >= 0; i--) {
-            String name = g.graph.getInitializer(i).getName();
-            if (g.consumers(name) != 0) continue;
-            g.graph.removeInitializer(i);
-            // old exports also list initializers as graph inputs: an input without its initializer would become required
-            for (int j = g.graph.getInputCount() - 1; j >= 0; j--) if (g.graph.getInput(j).getName().equals(name)) g.graph.removeInput(j);
-        }
+        g.removeUnusedInitializers();
     }
 
     record Quantized(byte[] packed, float[] scales) {

@@ -66,6 +66,20 @@ final class Graph {
         return count;
     }
 
+    /** Drops initializers no node or output reads any more (and their graph-input entries, which old exports add). */
+    void removeUnusedInitializers() {
+        Set<String> read = new HashSet<>();
+        for (NodeProto n : graph.getNodeList()) read.addAll(n.getInputList());
+        for (var o : graph.getOutputList()) read.add(o.getName());
+        for (int i = graph.getInitializerCount() - 1; i >= 0; i--) {
+            String name = graph.getInitializer(i).getName();
+            if (read.contains(name)) continue;
+            graph.removeInitializer(i);
+            // an input without its initializer would become required
+            for (int j = graph.getInputCount() - 1; j >= 0; j--) if (graph.getInput(j).getName().equals(name)) graph.removeInput(j);
+        }
+    }
+
     void requireOpset(String domain, long version) {
         for (OperatorSetIdProto o : model.getOpsetImportList()) if (o.getDomain().equals(domain)) return;
         model.addOpsetImport(OperatorSetIdProto.newBuilder().setDomain(domain).setVersion(version));

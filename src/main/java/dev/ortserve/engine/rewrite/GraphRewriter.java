@@ -21,8 +21,8 @@ import java.util.List;
 import java.util.stream.Stream;
 
 /**
- * Rewrites a decoder graph on load (rotary and RMSNorm fusions, last-position logits,
- * block-quantized weights) and keeps the
+ * Rewrites a decoder graph on load (rotary and RMSNorm fusions, last-position logits, packed
+ * projections, block-quantized weights) and keeps the
  * result in a cache directory keyed by the model file's hash, this rewriter's version and the
  * options, so a restart loads it directly. A cache entry is trusted only if its manifest matches
  * the key and the hashes of the files it lists; anything else is rebuilt. What was done, and how
@@ -34,6 +34,7 @@ public final class GraphRewriter {
     private static final Logger LOG = Logger.getLogger(GraphRewriter.class);
     private static final ObjectMapper JSON = new ObjectMapper();
     public static final String LAST_POSITION_LOGITS = "last-position logits";
+    public static final String PACKED_PROJECTIONS = "projections packed";
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -97,6 +98,11 @@ public final class GraphRewriter {
         if (options.lastPositionLogits()) {
             String why = LastPositionLogits.apply(g, logitsName, rightPadded);
             if (why == null) applied.add(LAST_POSITION_LOGITS); else skipped.add(LAST_POSITION_LOGITS + ": " + why);
+        }
+        if (options.packProjections()) { // before quantization, which then quantizes each packed matrix whole
+            PackedProjections.Outcome o = PackedProjections.apply(g);
+            if (o.packed() > 0) applied.add(PACKED_PROJECTIONS + " (" + o.replaced() + " MatMuls -> " + o.packed() + ")");
+            else skipped.add(PACKED_PROJECTIONS + ": no constant-weight MatMuls share an input");
         }
         if (options.precision() != WeightPrecision.MODEL) {
             int n = BlockQuantizedWeights.apply(g, options.precision().bits);

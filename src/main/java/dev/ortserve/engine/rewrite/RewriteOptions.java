@@ -7,10 +7,16 @@ package dev.ortserve.engine.rewrite;
  * @param precision          block-quantize constant MatMul weights
  * @param fuseNorms          RMSNorm subgraphs become onnxruntime's SimplifiedLayerNormalization
  * @param fuseRotary         rotary (rotate_half) subgraphs become onnxruntime's RotaryEmbedding
+ * @param packProjections    constant-weight MatMuls reading the same activations (q/k/v, gate/up) become one
  */
-public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary) {
+public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
+                             boolean packProjections) {
 
-    public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false);
+    public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false, false);
+
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, false);
+    }
 
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision) {
         this(lastPositionLogits, precision, false, false);
@@ -20,12 +26,18 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
+    /** The server's defaults (every rewrite on) at this weight precision. */
+    public static RewriteOptions defaults(WeightPrecision precision) {
+        return new RewriteOptions(true, precision, true, true, true);
+    }
+
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary;
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections;
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
-        return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "");
+        return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
+                + (packProjections ? "-packed" : "");
     }
 }
