@@ -154,6 +154,25 @@ final class DecodeBench {
         return stats(label, streams, start, arrivals);
     }
 
+    /**
+     * Decode tokens/s of the engine driven directly on {@code model} with one setting, 1 and
+     * {@code streams} streams, loaded afresh (a warm-up first); adds them to {@code cells} under
+     * {@code key + "|1"} and {@code key + "|" + streams}. Benchmarks that alternate settings call it once
+     * per setting in every round, so a change in the host's load falls on all of them.
+     */
+    static void engineRates(java.nio.file.Path model, dev.ortserve.engine.EngineOptions options, String key, int prompt, int output, int streams,
+                            java.util.Map<String, java.util.List<Double>> cells) throws Exception {
+        try (LoadedModel loaded = dev.ortserve.engine.ModelLoader.load(model, options);
+             dev.ortserve.engine.GenerationEngine engine = new dev.ortserve.engine.ContinuousBatchingEngine(loaded, options)) {
+            int[][] prompts = prompts(streams, prompt, loaded.spec().vocabSize());
+            engine(engine, prompts, 1, 8, "warm-up");
+            double single = engine(engine, prompts, 1, output, "engine").decodeTokensPerSecond();
+            double many = engine(engine, prompts, streams, output, "engine").decodeTokensPerSecond();
+            cells.computeIfAbsent(key + "|1", k -> new java.util.ArrayList<>()).add(Math.round(single * 10) / 10.0);
+            cells.computeIfAbsent(key + "|" + streams, k -> new java.util.ArrayList<>()).add(Math.round(many * 10) / 10.0);
+        }
+    }
+
     static LongBuffer ones(int n) {
         long[] v = new long[n];
         Arrays.fill(v, 1);

@@ -1,10 +1,6 @@
 package dev.ortserve.bench;
 
-import dev.ortserve.engine.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
-import dev.ortserve.engine.GenerationEngine;
-import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.modelgen.ModelGenerator;
@@ -14,7 +10,6 @@ import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -50,13 +45,7 @@ class IntraOpSpinningBenchmark {
                 for (int spin : SPIN) {
                     EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0)
                             .withRewrite(RewriteOptions.defaults(p), cache).withIntraOpSpinMicros(spin);
-                    try (LoadedModel model = ModelLoader.load(bench, options);
-                         GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-                        int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
-                        DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
-                        add(cells, p + "|" + spin + "|1", DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond());
-                        add(cells, p + "|" + spin + "|" + STREAMS, DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond());
-                    }
+                    DecodeBench.engineRates(bench, options, p + "|" + spin, PROMPT, OUTPUT, STREAMS, cells);
                 }
             }
         }
@@ -89,9 +78,5 @@ class IntraOpSpinningBenchmark {
 
     static String label(int spin) {
         return spin == 0 ? "not spinning" : spin < 0 ? "spinning (onnxruntime's loop)" : "spinning <= " + spin + " us";
-    }
-
-    private static void add(Map<String, List<Double>> cells, String key, double value) {
-        cells.computeIfAbsent(key, k -> new ArrayList<>()).add(Math.round(value * 10) / 10.0);
     }
 }

@@ -86,13 +86,7 @@ class LlamaCppSideBySideBenchmark {
             for (Pair p : pairs) {
                 for (int spin : SPIN) {
                     EngineOptions options = base.withRewrite(RewriteOptions.defaults(p.precision()), cache).withIntraOpSpinMicros(spin);
-                    try (LoadedModel model = ModelLoader.load(bench, options);
-                         GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-                        int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, model.spec().vocabSize());
-                        DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
-                        add(cells, p.label() + "|ours" + spin + "|1", DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond());
-                        add(cells, p.label() + "|ours" + spin + "|" + STREAMS, DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond());
-                    }
+                    DecodeBench.engineRates(bench, options, p.label() + "|ours" + spin, PROMPT, OUTPUT, STREAMS, cells);
                 }
                 Path file = gguf.resolve(p.gguf());
                 add(cells, p.label() + "|llama.cpp|1", llamaBench(bin, file, "-p", "0", "-n", String.valueOf(OUTPUT), "-d", String.valueOf(PROMPT), "-r", "3").get(0));

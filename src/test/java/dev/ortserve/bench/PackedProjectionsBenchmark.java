@@ -1,10 +1,6 @@
 package dev.ortserve.bench;
 
-import dev.ortserve.engine.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
-import dev.ortserve.engine.GenerationEngine;
-import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.modelgen.ModelGenerator;
@@ -14,7 +10,6 @@ import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -49,13 +44,7 @@ class PackedProjectionsBenchmark {
                 for (boolean packed : new boolean[] {false, true}) {
                     EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0).withIntraOpSpinMicros(SPIN)
                             .withRewrite(new RewriteOptions(true, p, true, true, packed), cache);
-                    try (LoadedModel loaded = ModelLoader.load(model, options);
-                         GenerationEngine engine = new ContinuousBatchingEngine(loaded, options)) {
-                        int[][] prompts = DecodeBench.prompts(STREAMS, PROMPT, loaded.spec().vocabSize());
-                        DecodeBench.engine(engine, prompts, 1, 8, "warm-up");
-                        add(cells, p + "|" + packed + "|1", DecodeBench.engine(engine, prompts, 1, OUTPUT, "engine").decodeTokensPerSecond());
-                        add(cells, p + "|" + packed + "|" + STREAMS, DecodeBench.engine(engine, prompts, STREAMS, OUTPUT, "engine").decodeTokensPerSecond());
-                    }
+                    DecodeBench.engineRates(model, options, p + "|" + packed, PROMPT, OUTPUT, STREAMS, cells);
                 }
             }
         }
@@ -71,9 +60,5 @@ class PackedProjectionsBenchmark {
         report.append("\nEvery round, each cell: ").append(cells).append('\n');
         System.out.println(report);
         Files.writeString(Path.of("target", "packed-projections-report.md"), report.toString());
-    }
-
-    private static void add(Map<String, List<Double>> cells, String key, double value) {
-        cells.computeIfAbsent(key, k -> new ArrayList<>()).add(Math.round(value * 10) / 10.0);
     }
 }
