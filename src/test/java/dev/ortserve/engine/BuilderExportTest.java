@@ -46,7 +46,7 @@ class BuilderExportTest {
                 Arguments.of("defaults (prefix cache on, 16 rows)", d),
                 Arguments.of("4 rows, prefill chunks of 8 tokens", d.withLimits(4, 64, 8)),
                 Arguments.of("8 rows, chunks of 20, no prefix cache", d.withLimits(8, 64, 20).withPrefixCacheBytes(0)),
-                Arguments.of("the server's default rewrites (last-position logits), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)));
+                Arguments.of("the server's default rewrites (last-position logits, packed projections), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)));
     }
 
     static final RewriteOptions DEFAULT_REWRITES = RewriteOptions.defaults(WeightPrecision.MODEL);
@@ -63,6 +63,10 @@ class BuilderExportTest {
                 assertEquals(builder, model.session().getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT), variant);
                 long[] logits = ((ai.onnxruntime.TensorInfo) model.session().getOutputInfo().get(model.spec().logits()).getInfo()).getShape();
                 assertEquals(1, logits[1], variant + ": one logits column per row");
+                // the builder packs q/k/v itself: its fp32 file leaves gate/up to pack, its int4 one has no float MatMul left
+                String packed = java.util.Map.of("fp32", " (4 MatMuls -> 2)", "optimum", " (10 MatMuls -> 4)").get(variant);
+                assertEquals(packed == null ? List.of() : List.of(GraphRewriter.PACKED_PROJECTIONS + packed),
+                        model.rewrites().stream().filter(r -> r.startsWith(GraphRewriter.PACKED_PROJECTIONS)).toList(), variant);
             }
         }
     }

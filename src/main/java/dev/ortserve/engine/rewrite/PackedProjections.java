@@ -44,7 +44,7 @@ final class PackedProjections {
             byInput.computeIfAbsent(n.getInput(0), k -> new ArrayList<>()).add(n);
         }
         boolean splitInput = defaultOpset(g) >= 13; // before opset 13, Split's sizes are an attribute
-        Set<String> packedNodes = new HashSet<>();
+        Set<String> packed = new HashSet<>();
         Map<String, List<NodeProto>> replacements = new LinkedHashMap<>();
         for (List<NodeProto> group : byInput.values()) {
             if (group.size() < 2) continue;
@@ -62,36 +62,35 @@ final class PackedProjections {
                     .addInput(first.getInput(0)).addInput(packedWeight).addOutput(packedOut).build();
             NodeProto.Builder split = NodeProto.newBuilder().setOpType("Split").setName(g.unique(base + "_packed_split"))
                     .addInput(packedOut).addAttribute(Graph.intAttribute("axis", -1));
-            AttributeProto.Builder sizesAttribute = AttributeProto.newBuilder().setName("split").setType(AttributeProto.AttributeType.INTS);
-            ByteBuffer sizes = ByteBuffer.allocate(8 * group.size()).order(ByteOrder.LITTLE_ENDIAN);
-            for (TensorProto w : weights) {
-                sizes.putLong(w.getDims(1));
-                sizesAttribute.addInts(w.getDims(1));
-            }
             if (splitInput) {
+                ByteBuffer sizes = ByteBuffer.allocate(8 * group.size()).order(ByteOrder.LITTLE_ENDIAN);
+                for (TensorProto w : weights) sizes.putLong(w.getDims(1));
                 String sizesName = g.unique(base + "_packed_sizes");
                 g.graph.addInitializer(TensorProto.newBuilder().setName(sizesName).setDataType(TensorProto.DataType.INT64_VALUE)
                         .addDims(group.size()).setRawData(ByteString.copyFrom(sizes.array())));
                 split.addInput(sizesName);
             } else {
-                split.addAttribute(sizesAttribute);
+                AttributeProto.Builder sizes = AttributeProto.newBuilder().setName("split").setType(AttributeProto.AttributeType.INTS);
+                for (TensorProto w : weights) sizes.addInts(w.getDims(1));
+                split.addAttribute(sizes);
             }
             for (NodeProto n : group) split.addOutput(n.getOutput(0));
             // at the first member's place: every member reads the same input, so it is there already,
-            // and every consumer of a member's output comes after that member
-            replacements.put(first.getName() + "\u0000" + first.getOutput(0), List.of(matMul, split.build()));
-            for (NodeProto n : group) packedNodes.add(n.getName() + "\u0000" + n.getOutput(0));
+            // and every consumer of a member's output comes after that member (nodes are known by their
+            // first output, which no other node writes)
+            replacements.put(first.getOutput(0), List.of(matMul, split.build()));
+            for (NodeProto n : group) packed.add(n.getOutput(0));
         }
         if (replacements.isEmpty()) return new Outcome(0, 0);
         List<NodeProto> nodes = new ArrayList<>();
         for (NodeProto n : g.graph.getNodeList()) {
-            String id = n.getName() + "\u0000" + (n.getOutputCount() > 0 ? n.getOutput(0) : "");
-            if (replacements.containsKey(id)) nodes.addAll(replacements.get(id));
-            else if (!packedNodes.contains(id)) nodes.add(n);
+            String output = n.getOutputCount() > 0 ? n.getOutput(0) : null;
+            if (replacements.containsKey(output)) nodes.addAll(replacements.get(output));
+            else if (!packed.contains(output)) nodes.add(n);
         }
         g.graph.clearNode().addAllNode(nodes);
         g.removeUnusedInitializers();
-        return new Outcome(replacements.size(), packedNodes.size());
+        return new Outcome(replacements.size(), packed.size());
     }
 
     /** The weights [k, n_i] side by side as one [k, total] matrix, little-endian float32. */
