@@ -17,6 +17,7 @@ import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 class ArchitectureTest {
 
     private static final String API = "dev.ortserve.api..";
+    private static final String PROTOCOL = "dev.ortserve.protocol..";
 
     private static JavaClasses classes;
 
@@ -38,11 +39,30 @@ class ArchitectureTest {
     @Test
     void onlyTheResponsesServiceReadsWireTypes() {
         // known debt: the Responses service still works on the generated request DTOs and the contract's unions
-        ArchRule rule = noClasses().that().resideOutsideOfPackage(API)
+        ArchRule rule = noClasses().that().resideOutsideOfPackages(API, PROTOCOL)
                 .and().haveNameNotMatching("dev\\.ortserve\\.service\\.responses\\.(ResponsesService|ResponseDraft|ResponseItems|ResponseCompaction)(\\$.*)?")
                 .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.model..", "dev.ortserve.api.union..")
                 .because("generated DTOs stay at the edge: below api, requests and results are domain records");
         rule.check(classes);
+    }
+
+    @Test
+    void protocolsSpeakWireTypesAndServicesOnly() {
+        ArchRule rule = noClasses().that().resideInAPackage(PROTOCOL)
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.resource..", "dev.ortserve.api.http..",
+                        "dev.ortserve.api.error..", "dev.ortserve.api.json..", "dev.ortserve.api.generated..", "dev.ortserve.api.ws..",
+                        "dev.ortserve.engine..", "dev.ortserve.embedding..", "dev.ortserve.store..")
+                .because("a protocol class turns its wire request into the service's turn and the turn's events into wire objects: "
+                        + "HTTP, framing and error envelopes are the api's, models and stores the services'");
+        rule.check(classes);
+    }
+
+    @Test
+    void nothingBelowTheProtocolsKnowsThem() {
+        noClasses().that().resideOutsideOfPackages(API, PROTOCOL)
+                .should().dependOnClassesThat().resideInAPackage(PROTOCOL)
+                .because("services serve every protocol alike; a wire API's home is protocol/")
+                .check(classes);
     }
 
     @Test

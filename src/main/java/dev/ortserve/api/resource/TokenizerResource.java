@@ -1,6 +1,7 @@
 package dev.ortserve.api.resource;
 
 import dev.ortserve.api.error.ApiException;
+import dev.ortserve.protocol.openai.chat.ChatMessages;
 import dev.ortserve.api.generated.TokenizerApi;
 import dev.ortserve.api.model.DetokenizeRequest;
 import dev.ortserve.api.model.DetokenizeResponse;
@@ -42,10 +43,10 @@ public class TokenizerResource implements TokenizerApi {
             host.requireReady();
             List<java.util.Map<String, Object>> tools = chat.getTools() == null || chat.getTools().isEmpty() ? null
                     : mapper.convertValue(chat.getTools(), new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { });
-            ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatRequests.templateMessages(chat.getMessages()), tools,
-                    ChatRequests.documents(chat.getDocuments()), !Boolean.FALSE.equals(chat.getAddGenerationPrompt()),
+            ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(chat.getMessages()), tools,
+                    ChatMessages.documents(chat.getDocuments()), !Boolean.FALSE.equals(chat.getAddGenerationPrompt()),
                     Boolean.TRUE.equals(chat.getContinueFinalMessage()), chat.getChatTemplateKwargs(),
-                    ChatRequests.requestTemplate(chat.getChatTemplate(), config.allowRequestChatTemplate()));
+                    ChatMessages.requestTemplate(chat.getChatTemplate(), config.allowRequestChatTemplate()));
             return tokenizer.chat(promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())).map(TokenizerResource::answer);
         }
         TokenizeCompletionRequest req = (TokenizeCompletionRequest) request.value();

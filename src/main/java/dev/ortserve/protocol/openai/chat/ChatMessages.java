@@ -1,8 +1,7 @@
-package dev.ortserve.api.resource;
+package dev.ortserve.protocol.openai.chat;
 
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.model.ChatCompletionContentPart;
 import dev.ortserve.api.model.ChatCompletionContentPartText;
 import dev.ortserve.api.model.ChatCompletionMessageToolCall;
@@ -15,26 +14,31 @@ import dev.ortserve.api.model.ChatCompletionRequestUserMessage;
 import dev.ortserve.api.union.MessageContent;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Chat messages as the chat template receives them: every field the API accepts, arguments parsed. */
-final class ChatRequests {
+/**
+ * Chat completions messages as the chat template receives them: every field the API accepts, arguments
+ * parsed; shared by chat completions and the chat form of /tokenize.
+ */
+public final class ChatMessages {
 
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    private ChatRequests() {
+    private ChatMessages() {
     }
 
-    static List<Map<String, Object>> templateMessages(List<ChatCompletionRequestMessage> messages) {
+    public static List<Map<String, Object>> templateMessages(List<ChatCompletionRequestMessage> messages) {
         List<Map<String, Object>> out = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             ChatCompletionRequestMessage message = messages.get(i);
             if (message == null) {
-                throw ApiException.invalidRequest("messages[" + i + "]", "Each message must be an object with a 'role', not null.");
+                throw new InvalidRequestException("messages[" + i + "]", "Each message must be an object with a 'role', not null.");
             }
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("role", message.getRole());
@@ -51,7 +55,7 @@ final class ChatRequests {
             } else if (message instanceof ChatCompletionRequestAssistantMessage a) {
                 boolean calls = a.getToolCalls() != null && !a.getToolCalls().isEmpty();
                 if (a.getContent() == null && !calls) {
-                    throw ApiException.invalidRequest(param + ".content", "An assistant message needs 'content' or 'tool_calls'.");
+                    throw new InvalidRequestException(param + ".content", "An assistant message needs 'content' or 'tool_calls'.");
                 }
                 m.put("content", a.getContent() == null ? null : text(a.getContent(), param));
                 putIfSet(m, "name", a.getName());
@@ -81,7 +85,7 @@ final class ChatRequests {
     }
 
     /** The contract's tool_choice mode as a chat turn takes it. */
-    static ChatTurnRequest.ToolChoice toolChoice(ToolChoice.Mode mode) {
+    public static ChatTurnRequest.ToolChoice toolChoice(ToolChoice.Mode mode) {
         return switch (mode) {
             case NONE -> ChatTurnRequest.ToolChoice.NONE;
             case AUTO -> ChatTurnRequest.ToolChoice.AUTO;
@@ -91,7 +95,7 @@ final class ChatRequests {
     }
 
     /** vLLM's documents, as the template's {@code documents} variable; null when the request has none. */
-    static List<Map<String, Object>> documents(List<Map<String, String>> documents) {
+    public static List<Map<String, Object>> documents(List<Map<String, String>> documents) {
         if (documents == null) return null;
         List<Map<String, Object>> out = new ArrayList<>(documents.size());
         for (Map<String, String> d : documents) out.add(new LinkedHashMap<>(d));
@@ -99,9 +103,9 @@ final class ChatRequests {
     }
 
     /** The request's own chat template, refused unless the server allows request templates. */
-    static String requestTemplate(String template, boolean allowed) {
+    public static String requestTemplate(String template, boolean allowed) {
         if (template != null && !allowed) {
-            throw ApiException.invalidRequest("chat_template", "This server does not accept a chat template in the request; "
+            throw new InvalidRequestException("chat_template", "This server does not accept a chat template in the request; "
                     + "it uses the model's (set ortserve.allow-request-chat-template to allow it).");
         }
         return template;
@@ -118,14 +122,14 @@ final class ChatRequests {
 
     private static String text(MessageContent content, String param) {
         if (content == null) {
-            throw ApiException.invalidRequest(param + ".content", "'content' is required.");
+            throw new InvalidRequestException(param + ".content", "'content' is required.");
         }
         if (content.isText()) return content.text();
         StringBuilder out = new StringBuilder();
         List<ChatCompletionContentPart> parts = content.parts();
         for (int j = 0; j < parts.size(); j++) {
             if (!(parts.get(j) instanceof ChatCompletionContentPartText t)) {
-                throw ApiException.unsupported(param + ".content[" + j + "]", "Content parts of type '" + parts.get(j).getType()
+                throw new UnsupportedParameterException(param + ".content[" + j + "]", "Content parts of type '" + parts.get(j).getType()
                         + "' are not supported: this model takes text only.");
             }
             if (out.length() > 0) out.append('\n');

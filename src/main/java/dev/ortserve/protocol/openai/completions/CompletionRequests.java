@@ -1,11 +1,12 @@
-package dev.ortserve.api.resource;
+package dev.ortserve.protocol.openai.completions;
 
-import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.union.PromptInput;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionCalls;
 import dev.ortserve.service.generation.SamplingRequest;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 
 /** Checks a completions request's own fields and hands its prompts and sampling to {@link CompletionCalls}. */
 final class CompletionRequests {
@@ -15,27 +16,27 @@ final class CompletionRequests {
 
     static CompletionCall toCall(CreateCompletionRequest req, CompletionCalls calls, int maxN) {
         if (req.getSuffix() != null) {
-            throw ApiException.unsupported("suffix", "'suffix' (insertion) is not supported by this server.");
+            throw new UnsupportedParameterException("suffix", "'suffix' (insertion) is not supported by this server.");
         }
         int n = req.getN() == null ? 1 : req.getN();
         if (n > maxN) {
-            throw ApiException.invalidRequest("n", "'n' must be at most " + maxN + " on this server (got " + n + ").");
+            throw new InvalidRequestException("n", "'n' must be at most " + maxN + " on this server (got " + n + ").");
         }
         int bestOf = req.getBestOf() == null ? n : req.getBestOf();
         if (bestOf < n) {
-            throw ApiException.invalidRequest("best_of", "'best_of' (" + bestOf + ") must be at least 'n' (" + n + ").");
+            throw new InvalidRequestException("best_of", "'best_of' (" + bestOf + ") must be at least 'n' (" + n + ").");
         }
         if (bestOf > n && Boolean.TRUE.equals(req.getStream())) {
-            throw ApiException.invalidRequest("best_of", "'best_of' greater than 'n' cannot be used with 'stream'.");
+            throw new InvalidRequestException("best_of", "'best_of' greater than 'n' cannot be used with 'stream'.");
         }
         if (bestOf > maxN) {
-            throw ApiException.invalidRequest("best_of", "'best_of' must be at most " + maxN + " on this server (got " + bestOf + ").");
+            throw new InvalidRequestException("best_of", "'best_of' must be at most " + maxN + " on this server (got " + bestOf + ").");
         }
         if (req.getStreamOptions() != null && !Boolean.TRUE.equals(req.getStream())) {
-            throw ApiException.invalidRequest("stream_options", "'stream_options' is only allowed when 'stream' is true.");
+            throw new InvalidRequestException("stream_options", "'stream_options' is only allowed when 'stream' is true.");
         }
         if (Boolean.TRUE.equals(req.getEcho()) && req.getLogprobs() != null) {
-            throw ApiException.unsupported("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported by this server.");
+            throw new UnsupportedParameterException("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported by this server.");
         }
         SamplingRequest fields = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
                 .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
