@@ -1,0 +1,45 @@
+package dev.ortserve.protocol.openai.embeddings;
+
+import dev.ortserve.api.model.CreateEmbeddingRequest;
+import dev.ortserve.api.model.CreateEmbeddingResponse;
+import dev.ortserve.api.model.CreateEmbeddingResponseUsage;
+import dev.ortserve.api.model.Embedding;
+import dev.ortserve.api.union.EmbeddingVector;
+import dev.ortserve.api.union.PromptInput;
+import dev.ortserve.service.EmbeddingModelHost;
+import dev.ortserve.service.EmbeddingService;
+import io.smallrye.mutiny.Uni;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** POST /v1/embeddings: the request's inputs to the embedding service, its vectors to OpenAI's list object. */
+@ApplicationScoped
+public class EmbeddingsProtocol {
+
+    @Inject
+    EmbeddingModelHost host;
+
+    @Inject
+    EmbeddingService embeddings;
+
+    public Uni<CreateEmbeddingResponse> create(CreateEmbeddingRequest req) {
+        host.requireModel(req.getModel());
+        PromptInput input = req.getInput();
+        boolean base64 = req.getEncodingFormat() == CreateEmbeddingRequest.EncodingFormatEnum.BASE64;
+        return embeddings.embed(input.texts(), input.texts() != null ? null : input.tokenIds(), req.getDimensions(),
+                Boolean.TRUE.equals(req.getTruncate())).map(list -> {
+            List<Embedding> data = new ArrayList<>(list.size());
+            int promptTokens = 0;
+            for (int i = 0; i < list.size(); i++) {
+                data.add(new Embedding()._object(Embedding.ObjectEnum.EMBEDDING).index(i)
+                        .embedding(new EmbeddingVector(list.get(i).values(), base64)));
+                promptTokens += list.get(i).promptTokens();
+            }
+            return new CreateEmbeddingResponse()._object(CreateEmbeddingResponse.ObjectEnum.LIST).data(data)
+                    .model(host.modelId()).usage(new CreateEmbeddingResponseUsage().promptTokens(promptTokens).totalTokens(promptTokens));
+        });
+    }
+}
