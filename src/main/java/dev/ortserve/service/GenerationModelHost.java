@@ -3,20 +3,14 @@ package dev.ortserve.service;
 import dev.ortserve.service.error.ModelNotFoundException;
 import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.ContinuousBatchingEngine;
-import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
-import dev.ortserve.engine.rewrite.RewriteOptions;
-import dev.ortserve.engine.rewrite.WeightPrecision;
-import io.quarkus.runtime.configuration.MemorySize;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -28,11 +22,10 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.time.Instant;
 
 /**
- * The served model's lifecycle: at startup loads the decoder (a directory, a Hub id, or the
- * generated demo model), chooses its parsers, starts and warms up its engine, registers its gauges,
+ * The served model's lifecycle: at startup finds the decoder (a directory, a Hub id, or the
+ * generated demo model), has {@link ServedModelAssembler} build the model, its prompts, parsers and engine, registers its gauges, warms it up,
  * and publishes the result as one {@link ServedModel} value; closes the engine at shutdown. A model
  * that cannot be loaded stops the server at startup with the loader's message.
  */
@@ -64,11 +57,9 @@ public class GenerationModelHost {
     private String modelId;
 
     void start(@Observes StartupEvent event) {
-        // configuration mistakes fail before the model is loaded, with the valid names listed
-        config.toolCallParser().filter(n -> !n.equals(dev.ortserve.service.parse.ParserSelection.NONE))
-                .ifPresent(dev.ortserve.service.parse.Parsers::toolCalls);
-        config.reasoningParser().filter(n -> !n.equals(dev.ortserve.service.parse.ParserSelection.NONE))
-                .ifPresent(dev.ortserve.service.parse.Parsers::reasoning);
+        ServedModelAssembler assembler = new ServedModelAssembler(config,
+                runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
+        assembler.checkSettings();
         Path dir;
         String defaultName;
         String source;
@@ -87,69 +78,18 @@ public class GenerationModelHost {
             source = dir.toString();
         }
         modelId = config.modelName().orElse(defaultName);
-        WeightPrecision precision;
-        try {
-            precision = WeightPrecision.parse(config.engine().weightPrecision());
-        } catch (IllegalArgumentException e) {
-            throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_ENGINE_WEIGHT_PRECISION: " + e.getMessage(), e);
-        }
-        EngineOptions options = new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
-                config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
-                config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
-                config.engine().maxModelLen(), config.engine().batchWindow(),
-                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
-                new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
-                        config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
-                spinMicros(config));
-        LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
-        String template = model.chatTemplate();
-        if (config.chatTemplate().isPresent()) {
-            Path file = config.chatTemplate().get();
-            try {
-                template = java.nio.file.Files.readString(file);
-            } catch (IOException e) {
-                model.close();
-                throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_CHAT_TEMPLATE: cannot read " + file + ": " + e.getMessage(), e);
-            }
-        }
-        ChatPromptRenderer chatPrompts;
-        try {
-            chatPrompts = new ChatPromptRenderer(model, template, java.time.Clock.systemUTC(),
-                    new dev.ortserve.service.prompt.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
-            chatPrompts.probe();
-        } catch (RuntimeException e) {
-            model.close();
-            throw e;
-        }
-        var parsers = dev.ortserve.service.parse.ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
-                new dev.ortserve.service.parse.ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
-        if (parsers.tools() != null) chatPrompts.callIds(parsers.tools()::templateCallId);
-        LOG.infof("Model parsers: %s", parsers.describe());
-        ContinuousBatchingEngine batching = new ContinuousBatchingEngine(model, options,
-                runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
-        batching.listener(metrics.engineListener(modelId));
-        metrics.prefixCache(modelId, batching::prefixCache);
-        Gauge.builder("ortserve_requests_running", batching, GenerationEngine::runningSequences)
+        ServedModel assembled = assembler.assemble(modelId, source, dir, batching -> {
+            batching.listener(metrics.engineListener(modelId));
+            metrics.prefixCache(modelId, batching::prefixCache);
+        });
+        GenerationEngine engine = assembled.engine();
+        Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
                 .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);
-        Gauge.builder("ortserve_requests_waiting", batching, GenerationEngine::waitingSequences)
+        Gauge.builder("ortserve_requests_waiting", engine, GenerationEngine::waitingSequences)
                 .description("Sequences waiting in the admission queue").tag("model", modelId).register(registry);
-        warmUp(batching, model);
-        served = new ServedModel(modelId, source, model, batching, chatPrompts, parsers, Instant.now().getEpochSecond());
+        warmUp(engine, assembled.model());
+        served = assembled;
         LOG.infof("Serving model '%s' from %s", modelId, dir);
-    }
-
-    /** ORTSERVE_INTRA_OP_SPINNING and ORTSERVE_INTRA_OP_SPIN_MICROS as the engine takes them (0: not spinning). */
-    static int spinMicros(OrtserveConfig config) {
-        return spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros());
-    }
-
-    static int spinMicros(boolean spinning, int micros) {
-        if (!spinning) return 0;
-        if (micros == 0 || micros < EngineOptions.SPIN_UNBOUNDED) {
-            throw new dev.ortserve.engine.ModelLoadException("ORTSERVE_INTRA_OP_SPIN_MICROS must be positive (microseconds) or -1 "
-                    + "(onnxruntime's own spin loop), not " + micros + "; ORTSERVE_INTRA_OP_SPINNING=false turns spinning off");
-        }
-        return micros;
     }
 
     private static void warmUp(GenerationEngine engine, LoadedModel model) {

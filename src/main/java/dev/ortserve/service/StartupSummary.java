@@ -46,7 +46,7 @@ public class StartupSummary {
                 generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
                 generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
                 config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
-                spinning(GenerationModelHost.spinMicros(config)), embedding.modelId(), config.store(), host, port);
+                spinning(ServedModelAssembler.spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros())), embedding.modelId(), config.store(), host, port);
     }
 
     static String spinning(int micros) {

@@ -13,15 +13,15 @@ class IntraOpSpinSettingTest {
 
     @Test
     void spinningOffIgnoresTheBound() {
-        assertEquals(0, GenerationModelHost.spinMicros(false, -1));
-        assertEquals(0, GenerationModelHost.spinMicros(false, 200));
+        assertEquals(0, ServedModelAssembler.spinMicros(false, -1));
+        assertEquals(0, ServedModelAssembler.spinMicros(false, 200));
         assertEquals("not spinning", StartupSummary.spinning(0));
     }
 
     @Test
     void spinningOnTakesTheBoundOrOnnxruntimesOwnLoop() {
-        assertEquals(200, GenerationModelHost.spinMicros(true, 200));
-        assertEquals(EngineOptions.SPIN_UNBOUNDED, GenerationModelHost.spinMicros(true, -1));
+        assertEquals(200, ServedModelAssembler.spinMicros(true, 200));
+        assertEquals(EngineOptions.SPIN_UNBOUNDED, ServedModelAssembler.spinMicros(true, -1));
         assertEquals("spinning up to 200 us", StartupSummary.spinning(200));
         assertEquals("spinning", StartupSummary.spinning(-1));
     }
@@ -29,7 +29,7 @@ class IntraOpSpinSettingTest {
     @Test
     void aBoundThatIsNeitherPositiveNorMinusOneStopsTheStartWithTheSettingsName() {
         for (int bad : new int[] {0, -2, Integer.MIN_VALUE}) {
-            ModelLoadException e = assertThrows(ModelLoadException.class, () -> GenerationModelHost.spinMicros(true, bad));
+            ModelLoadException e = assertThrows(ModelLoadException.class, () -> ServedModelAssembler.spinMicros(true, bad));
             assertTrue(e.getMessage().contains("ORTSERVE_INTRA_OP_SPIN_MICROS") && e.getMessage().contains(String.valueOf(bad)), e.getMessage());
         }
     }

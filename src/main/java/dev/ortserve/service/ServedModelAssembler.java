@@ -1,0 +1,108 @@
+package dev.ortserve.service;
+
+import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
+import dev.ortserve.service.parse.ParserSelection;
+import dev.ortserve.service.parse.Parsers;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+import io.quarkus.runtime.configuration.MemorySize;
+import org.jboss.logging.Logger;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Clock;
+import java.time.Instant;
+
+/**
+ * Builds what is served from the configuration, once, at startup: the engine options, the loaded
+ * model, its chat template and prompts (probed), the parsers chosen for it and its engine. Every
+ * configuration mistake stops here with the setting named; a half-built model is closed before the
+ * failure leaves. {@link GenerationModelHost} owns the lifecycle around it (source, metrics, warm-up,
+ * shutdown).
+ */
+final class ServedModelAssembler {
+
+    private static final Logger LOG = Logger.getLogger(ServedModelAssembler.class);
+
+    private final OrtserveConfig config;
+    private final DecoderRunner.Decorator runnerDecorator;
+
+    ServedModelAssembler(OrtserveConfig config, DecoderRunner.Decorator runnerDecorator) {
+        this.config = config;
+        this.runnerDecorator = runnerDecorator;
+    }
+
+    /** Parser names are checked before anything is loaded, with the valid names listed. */
+    void checkSettings() {
+        config.toolCallParser().filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::toolCalls);
+        config.reasoningParser().filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::reasoning);
+    }
+
+    /** @param instrument attaches the metrics to the new engine before it serves anything */
+    ServedModel assemble(String modelId, String source, Path dir, java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
+        EngineOptions options = engineOptions();
+        LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
+        try {
+            String template = chatTemplate(model);
+            ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
+                    new dev.ortserve.service.prompt.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
+            chatPrompts.probe();
+            ParserSelection parsers = ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
+                    new ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
+            if (parsers.tools() != null) chatPrompts.callIds(parsers.tools()::templateCallId);
+            LOG.infof("Model parsers: %s", parsers.describe());
+            ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator);
+            instrument.accept(engine);
+            return new ServedModel(modelId, source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond());
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
+    }
+
+    private EngineOptions engineOptions() {
+        WeightPrecision precision;
+        try {
+            precision = WeightPrecision.parse(config.engine().weightPrecision());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("ORTSERVE_ENGINE_WEIGHT_PRECISION: " + e.getMessage(), e);
+        }
+        return new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
+                config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
+                config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
+                config.engine().maxModelLen(), config.engine().batchWindow(),
+                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
+                new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
+                        config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
+                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()));
+    }
+
+    /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */
+    private String chatTemplate(LoadedModel model) {
+        if (config.chatTemplate().isEmpty()) return model.chatTemplate();
+        Path file = config.chatTemplate().get();
+        try {
+            return Files.readString(file);
+        } catch (IOException e) {
+            throw new ModelLoadException("ORTSERVE_CHAT_TEMPLATE: cannot read " + file + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** ORTSERVE_INTRA_OP_SPINNING and ORTSERVE_INTRA_OP_SPIN_MICROS as the engine takes them (0: not spinning). */
+    static int spinMicros(boolean spinning, int micros) {
+        if (!spinning) return 0;
+        if (micros == 0 || micros < EngineOptions.SPIN_UNBOUNDED) {
+            throw new ModelLoadException("ORTSERVE_INTRA_OP_SPIN_MICROS must be positive (microseconds) or -1 "
+                    + "(onnxruntime's own spin loop), not " + micros + "; ORTSERVE_INTRA_OP_SPINNING=false turns spinning off");
+        }
+        return micros;
+    }
+}
