@@ -113,9 +113,11 @@ class ResponsesTest extends ApiTest {
         // unset fields are null (or their documented default), still present
         JsonNode plain = JSON.readTree(json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":1}").post("/v1/responses")
                 .then().statusCode(200).extract().asString());
-        for (String f : List.of("max_tool_calls", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention")) {
+        for (String f : List.of("max_tool_calls", "safety_identifier", "prompt_cache_key", "prompt_cache_retention")) {
             assertTrue(plain.get(f).isNull(), f + " in " + plain);
         }
+        // always a string (Open Responses requires one; OpenAI answers "default")
+        assertEquals("default", plain.get("service_tier").asText());
         assertEquals(0.0, plain.get("presence_penalty").asDouble());
     }
 

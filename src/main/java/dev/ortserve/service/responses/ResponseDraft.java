@@ -190,13 +190,12 @@ final class ResponseDraft {
         output.forEach(items::add);
         r.put("parallel_tool_calls", !Boolean.FALSE.equals(request.getParallelToolCalls()));
         r.put("previous_response_id", request.getPreviousResponseId());
-        r.set("reasoning", request.getReasoning() == null ? mapper.nullNode() : mapper.valueToTree(request.getReasoning()));
+        r.set("reasoning", reasoningEcho());
         r.put("store", store);
         r.put("temperature", temperature);
-        if (request.getText() == null) r.putObject("text").putObject("format").put("type", "text");
-        else r.set("text", mapper.valueToTree(request.getText()));
+        r.set("text", textEcho());
         r.set("tool_choice", mapper.valueToTree(request.getToolChoice() == null ? ToolChoice.of(ToolChoice.Mode.AUTO) : request.getToolChoice()));
-        r.set("tools", mapper.valueToTree(request.getTools() == null ? List.of() : request.getTools()));
+        r.set("tools", toolsEcho());
         r.put("top_p", topP);
         r.put("top_logprobs", request.getTopLogprobs() == null ? 0 : request.getTopLogprobs());
         r.put("presence_penalty", presencePenalty);
@@ -207,7 +206,8 @@ final class ResponseDraft {
         r.set("usage", usage == null ? mapper.nullNode() : usage);
         r.put("user", request.getUser());
         r.set("metadata", mapper.valueToTree(request.getMetadata() == null ? java.util.Map.of() : request.getMetadata()));
-        r.put("service_tier", request.getServiceTier() == null ? null : request.getServiceTier().toString());
+        // a string always (OpenAI answers "default" when the request named none; Open Responses requires one)
+        r.put("service_tier", request.getServiceTier() == null ? "default" : request.getServiceTier().toString());
         r.put("safety_identifier", request.getSafetyIdentifier());
         r.put("prompt_cache_key", request.getPromptCacheKey());
         r.put("prompt_cache_retention", request.getPromptCacheRetention() == null ? null : request.getPromptCacheRetention().toString());
@@ -215,6 +215,53 @@ final class ResponseDraft {
         r.putNull("prompt");
         r.putNull("access_programs");
         return r;
+    }
+
+    /** reasoning as the request set it, both fields present (null where unset), or null. */
+    private JsonNode reasoningEcho() {
+        if (request.getReasoning() == null) return mapper.nullNode();
+        ObjectNode out = mapper.createObjectNode();
+        out.put("effort", request.getReasoning().getEffort() == null ? null : request.getReasoning().getEffort().toString());
+        out.put("summary", request.getReasoning().getSummary() == null ? null : request.getReasoning().getSummary().toString());
+        return out;
+    }
+
+    /** text: the format with every field of its type (a json_schema's description null and strict a boolean when unset). */
+    private JsonNode textEcho() {
+        ObjectNode text = mapper.createObjectNode();
+        var config = request.getText();
+        if (config == null || config.getFormat() == null) {
+            text.putObject("format").put("type", "text");
+        } else if (config.getFormat() instanceof dev.ortserve.api.model.ResponseTextFormatJsonSchema js) {
+            ObjectNode f = text.putObject("format").put("type", "json_schema").put("name", js.getName());
+            f.put("description", js.getDescription());
+            f.set("schema", mapper.valueToTree(js.getSchema()));
+            f.put("strict", Boolean.TRUE.equals(js.getStrict()));
+        } else {
+            text.set("format", mapper.valueToTree(config.getFormat()));
+        }
+        if (config != null && config.getVerbosity() != null) text.put("verbosity", config.getVerbosity().toString());
+        return text;
+    }
+
+    /** The request's tools as the response reports them: every field of a function tool present, strict a boolean. */
+    private JsonNode toolsEcho() {
+        ArrayNode out = mapper.createArrayNode();
+        if (request.getTools() == null) return out;
+        for (dev.ortserve.api.union.ResponsesTool tool : request.getTools()) out.add(toolEcho(tool.value()));
+        return out;
+    }
+
+    private ObjectNode toolEcho(Object tool) {
+        if (tool instanceof dev.ortserve.api.model.ResponsesFunctionTool f) {
+            ObjectNode t = mapper.createObjectNode().put("type", "function").put("name", f.getName());
+            t.put("description", f.getDescription());
+            t.set("parameters", mapper.valueToTree(f.getParameters() == null ? java.util.Map.of("type", "object", "properties", java.util.Map.of())
+                    : f.getParameters()));
+            t.put("strict", Boolean.TRUE.equals(f.getStrict()));
+            return t;
+        }
+        return mapper.valueToTree(tool);
     }
 
     /** @param cached input tokens whose KV came from the prefix cache */
