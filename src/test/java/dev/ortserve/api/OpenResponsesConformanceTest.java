@@ -55,4 +55,40 @@ class OpenResponsesConformanceTest extends ApiTest {
                 + "\"prompt_cache_retention\":\"24h\",\"service_tier\":\"auto\",\"prompt_cache_options\":{\"mode\":\"implicit\",\"ttl\":\"30m\"}}", 200);
         assertEquals("response.compaction", r.get("object").asText());
     }
+
+    @Test
+    void clientMetadataIsStoredAndEchoedNeverRendered() throws Exception {
+        String plain = "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":1";
+        JsonNode with = post("/v1/responses", plain + ",\"client_metadata\":{\"session_id\":\"s-1\",\"x-codex-installation-id\":\"i\"}}", 200);
+        JsonNode without = post("/v1/responses", plain + "}", 200);
+        assertEquals("s-1", with.path("client_metadata").path("session_id").asText());
+        assertEquals(without.path("usage").path("input_tokens").asInt(), with.path("usage").path("input_tokens").asInt(), "not in the prompt");
+        JsonNode read = JSON.readTree(io.restassured.RestAssured.given().get("/v1/responses/" + with.get("id").asText()).then().statusCode(200)
+                .extract().asString());
+        assertEquals("i", read.path("client_metadata").path("x-codex-installation-id").asText());
+        assertTrue(!without.has("client_metadata"));
+
+        StringBuilder many = new StringBuilder("{");
+        for (int i = 0; i < 17; i++) many.append(i == 0 ? "" : ",").append("\"k").append(i).append("\":\"v\"");
+        JsonNode error = post("/v1/responses", plain + ",\"client_metadata\":" + many + "}}", 400);
+        assertEquals("client_metadata", error.path("error").path("param").asText());
+        error = post("/v1/responses", plain + ",\"client_metadata\":{\"k\":\"" + "x".repeat(8193) + "\"}}", 400);
+        assertEquals("client_metadata.k", error.path("error").path("param").asText());
+        error = post("/v1/responses", plain + ",\"client_metadata\":{\"k\":1}}", 400);
+        assertTrue(error.path("error").path("param").asText().startsWith("client_metadata"), error.toString());
+    }
+
+    @Test
+    void openAiFieldsThisServerDoesNotServeAreRefusedByName() throws Exception {
+        String plain = "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":1";
+        for (String field : java.util.List.of("conversation\":\"conv_1", "prompt\":{\"id\":\"pmpt_1\"}", "context_management\":[{\"type\":\"compaction\"}]")) {
+            String name = field.substring(0, field.indexOf('"'));
+            String value = field.substring(field.indexOf(':') + 1);
+            if (name.equals("conversation")) value = "\"conv_1\"";
+            JsonNode error = post("/v1/responses", plain + ",\"" + name + "\":" + value + "}", 400);
+            assertEquals(name, error.path("error").path("param").asText(), error.toString());
+        }
+        // accepted: stream_options.include_obfuscation (no obfuscation is ever added), prompt_cache_options
+        post("/v1/responses", plain + ",\"stream_options\":{\"include_obfuscation\":false},\"prompt_cache_options\":{\"mode\":\"implicit\"}}", 200);
+    }
 }

@@ -211,6 +211,8 @@ final class ResponseDraft {
         r.put("safety_identifier", request.getSafetyIdentifier());
         r.put("prompt_cache_key", request.getPromptCacheKey());
         r.put("prompt_cache_retention", request.getPromptCacheRetention() == null ? null : request.getPromptCacheRetention().toString());
+        // stored with the response for whoever reads it back; never part of the prompt
+        if (request.getClientMetadata() != null) r.set("client_metadata", mapper.valueToTree(request.getClientMetadata()));
         r.putNull("conversation");
         r.putNull("prompt");
         r.putNull("access_programs");

@@ -54,6 +54,9 @@ public class ResponsesService {
 
     static final int METADATA_KEY_MAX = 64;
     static final int METADATA_VALUE_MAX = 512;
+    static final int CLIENT_METADATA_KEYS_MAX = 16;
+    static final int CLIENT_METADATA_KEY_MAX = 64;
+    static final int CLIENT_METADATA_VALUE_MAX = 8192;
 
     @Inject
     GenerationModelHost host;
@@ -135,6 +138,19 @@ public class ResponsesService {
                 }
             }
         }
+        checkClientMetadata(req.getClientMetadata());
+        if (req.getConversation() != null) {
+            throw new UnsupportedParameterException("conversation", "'conversation' is not supported: this server does not serve the "
+                    + "Conversations API. Continue a conversation with 'previous_response_id'.");
+        }
+        if (req.getPrompt() != null) {
+            throw new UnsupportedParameterException("prompt", "'prompt' (a stored prompt template) is not supported by this server: send "
+                    + "'instructions' and 'input' instead.");
+        }
+        if (req.getContextManagement() != null) {
+            throw new UnsupportedParameterException("context_management", "'context_management' (server-side compaction) is not supported "
+                    + "by this server: compact with POST /v1/responses/compact and send its item as input.");
+        }
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
         if (hasTools) {
             for (int i = 0; i < req.getTools().size(); i++) {
@@ -152,6 +168,29 @@ public class ResponsesService {
         }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "A forced 'tool_choice' needs 'tools'.");
+        }
+    }
+
+    /** client_metadata: a small map of strings about the client, stored with the response, never rendered for the model. */
+    static void checkClientMetadata(Map<String, String> metadata) {
+        if (metadata == null) return;
+        if (metadata.size() > CLIENT_METADATA_KEYS_MAX) {
+            throw new InvalidRequestException("client_metadata", "'client_metadata' can have at most " + CLIENT_METADATA_KEYS_MAX
+                    + " keys; got " + metadata.size() + ".");
+        }
+        for (Map.Entry<String, String> e : metadata.entrySet()) {
+            if (e.getKey().length() > CLIENT_METADATA_KEY_MAX) {
+                throw new InvalidRequestException("client_metadata", "'client_metadata' keys can be at most " + CLIENT_METADATA_KEY_MAX
+                        + " characters long; got a key of " + e.getKey().length() + ".");
+            }
+            if (e.getValue() == null) {
+                throw new InvalidRequestException("client_metadata." + e.getKey(), "'client_metadata' values must be strings; '"
+                        + e.getKey() + "' is null.");
+            }
+            if (e.getValue().length() > CLIENT_METADATA_VALUE_MAX) {
+                throw new InvalidRequestException("client_metadata." + e.getKey(), "'client_metadata' values can be at most "
+                        + CLIENT_METADATA_VALUE_MAX + " characters long; got " + e.getValue().length() + ".");
+            }
         }
     }
 
