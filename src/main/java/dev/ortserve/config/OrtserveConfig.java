@@ -55,6 +55,15 @@ public interface OrtserveConfig {
     /** Reasoning parser of the served model: qwen3, deepseek_r1, mistral, openai_gptoss, or none; unset = picked from the chat template and tokenizer. */
     Optional<String> reasoningParser();
 
+    /**
+     * The access log (logger category dev.ortserve.access): one INFO line per request (method, path, status, duration,
+     * request id, model, tokens, error code) as text or as one JSON object, or off.
+     */
+    @WithDefault("text")
+    AccessLogFormat accessLog();
+
+    enum AccessLogFormat { TEXT, JSON, OFF }
+
     /** Where generated models (the demo model) are cached. */
     @WithDefault("${user.home}/.cache/ortserve/models")
     Path modelCacheDir();

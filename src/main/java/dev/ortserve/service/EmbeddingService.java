@@ -56,8 +56,13 @@ public class EmbeddingService {
         } catch (IllegalArgumentException e) {
             throw new InvalidRequestException("input", e.getMessage());
         }
+        dev.ortserve.logging.AccessRecord access = dev.ortserve.logging.AccessRecord.current();
+        if (access != null) access.model(host.modelId());
         try {
-            return engine.embed(tokens).map(results -> results.stream().map(r -> new Vector(r.vector(), r.promptTokens())).toList());
+            return engine.embed(tokens).map(results -> {
+                if (access != null) access.addPromptTokens(results.stream().mapToInt(r -> r.promptTokens()).sum());
+                return results.stream().map(r -> new Vector(r.vector(), r.promptTokens())).toList();
+            });
         } catch (EmbeddingQueueFullException e) {
             throw new OverloadedException("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
         }

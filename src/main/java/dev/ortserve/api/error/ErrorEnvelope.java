@@ -60,6 +60,8 @@ public class ErrorEnvelope {
 
     /** Client errors, overload and unavailability are rejections, counted by their code (a fixed set of this server's). */
     private void count(ApiException e) {
+        dev.ortserve.logging.AccessRecord access = dev.ortserve.logging.AccessRecord.current();
+        if (access != null) access.errorCode(e.code() != null ? e.code() : e.type());
         if (e.status() >= 400 && e.status() != 500 && metrics != null) {
             metrics.rejected(e.code() != null ? e.code() : e.type());
         }

@@ -3,6 +3,7 @@ package dev.ortserve.api.http;
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.error.ErrorEnvelope;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.logging.AccessRecord;
 import io.vertx.core.buffer.Buffer;
 import io.vertx.core.http.HttpHeaders;
 import io.vertx.ext.web.Router;
@@ -30,6 +31,8 @@ public class HttpEdgeRoutes {
     private static final Logger LOG = Logger.getLogger(HttpEdgeRoutes.class);
     public static final String REQUEST_ID_HEADER = "x-request-id";
     public static final String REQUEST_ID_KEY = "requestId";
+    /** The request's {@link AccessRecord} in the routing context. */
+    public static final String ACCESS_KEY = "ortserve.access";
     private static final Pattern SAFE_REQUEST_ID = Pattern.compile("[A-Za-z0-9._:\\-]{1,128}");
 
     @Inject
@@ -40,6 +43,9 @@ public class HttpEdgeRoutes {
 
     @Inject
     dev.ortserve.service.ShutdownDrain drain;
+
+    @Inject
+    AccessLog accessLog;
 
     private List<byte[]> keyDigests = List.of();
 
@@ -65,6 +71,15 @@ public class HttpEdgeRoutes {
         MDC.put(REQUEST_ID_KEY, requestId);
 
         String path = ctx.normalizedPath();
+        if (accessLog.enabled() && !quietPath(path)) {
+            AccessRecord access = new AccessRecord(ctx.request().method().name(), path, requestId);
+            access.attach();
+            ctx.put(ACCESS_KEY, access);
+            ctx.addEndHandler(done -> {
+                if (done.failed()) access.errorCode("connection_closed"); // the client went away before the answer ended
+                accessLog.write(access, ctx.response().getStatusCode());
+            });
+        }
         if (isApiPath(path) && drain.draining()) {
             reply(ctx, ApiException.unavailable("The server is shutting down; retry on another replica.", "shutting_down"));
             return;
@@ -132,6 +147,11 @@ public class HttpEdgeRoutes {
         // The body is never read: close the connection after answering so unread bytes do not linger.
         ctx.response().putHeader(HttpHeaders.CONNECTION, "close");
         errors.write(ctx.response(), e);
+    }
+
+    /** Probes and metric scrapes come every few seconds and would drown the access log. */
+    static boolean quietPath(String path) {
+        return path.startsWith("/q/health") || path.equals("/q/metrics");
     }
 
     static boolean isApiPath(String path) {

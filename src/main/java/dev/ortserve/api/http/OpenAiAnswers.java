@@ -4,6 +4,7 @@ import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.error.ErrorEnvelope;
+import dev.ortserve.logging.AccessRecord;
 import dev.ortserve.protocol.openai.WireAnswer;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -28,14 +29,18 @@ public class OpenAiAnswers {
 
     /** @param response the Vert.x response, taken on the request's own thread before any work was offloaded */
     public Uni<Response> write(Uni<WireAnswer> answer, HttpServerResponse response) {
-        return answer.flatMap(a -> a.streaming() ? SseWriter.stream(response, frames(a.events()))
+        AccessRecord access = AccessRecord.current();
+        return answer.flatMap(a -> a.streaming() ? SseWriter.stream(response, frames(a.events(), access))
                 : Uni.createFrom().item(Response.ok(a.body()).build()));
     }
 
-    private Multi<String> frames(Multi<Object> events) {
+    private Multi<String> frames(Multi<Object> events, AccessRecord access) {
         return Multi.createBy().concatenating().streams(events.map(this::frame), Multi.createFrom().item("data: [DONE]\n\n"))
-                .onFailure().recoverWithMulti(failure -> Multi.createFrom().items(
-                        "data: " + errors.json(streamError(failure)) + "\n\n", "data: [DONE]\n\n"));
+                .onFailure().recoverWithMulti(failure -> {
+                    ApiException error = streamError(failure);
+                    if (access != null) access.errorCode(error.code() != null ? error.code() : error.type());
+                    return Multi.createFrom().items("data: " + errors.json(error) + "\n\n", "data: [DONE]\n\n");
+                });
     }
 
     private String frame(Object payload) {

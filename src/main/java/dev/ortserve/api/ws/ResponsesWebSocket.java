@@ -5,12 +5,14 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.error.ApiExceptionMappers;
+import dev.ortserve.api.http.AccessLog;
 import dev.ortserve.api.http.EventWire;
 import dev.ortserve.api.http.HttpEdgeRoutes;
 import dev.ortserve.api.http.SseWriter;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.ErrorResponse;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.logging.AccessRecord;
 import dev.ortserve.service.ShutdownDrain;
 import dev.ortserve.service.responses.ResponseRun;
 import dev.ortserve.service.responses.ResponsesService;
@@ -84,6 +86,9 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
     @Inject
     dev.ortserve.api.error.ErrorEnvelope errors;
 
+    @Inject
+    AccessLog accessLog;
+
     /**
      * Vert.x refuses (closes with 1009) any frame or message over its own limits: they are set
      * above ours, so that a message over {@code ortserve.websocket.max-message-size} gets an error
@@ -109,9 +114,12 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             return;
         }
         String owner = edge.ownerOf(request);
+        String requestId = ctx.get(HttpEdgeRoutes.REQUEST_ID_KEY);
+        AccessRecord handshake = ctx.get(HttpEdgeRoutes.ACCESS_KEY);
         request.toWebSocket().onSuccess(ws -> {
             upgraded(request);
-            new Session(ws, owner, Vertx.currentContext()).open();
+            accessLog.write(handshake, 101); // the upgrade's own line; then one per response.create
+            new Session(ws, owner, Vertx.currentContext(), requestId).open();
         }).onFailure(e -> {
             // not a valid handshake (no key, another version): a 400 with the error envelope, unless Vert.x has answered already
             LOG.debugf("WebSocket upgrade failed: %s", e.getMessage());
@@ -195,11 +203,17 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         /** The writer of the running response, told when the client goes away. */
         private Wire current;
         private boolean closed;
+        private final String requestId;
+        /** The access record of the message being handled (until it starts a response or is refused). */
+        private AccessRecord pending;
+        /** The access record of the running response. */
+        private AccessRecord access;
 
-        Session(ServerWebSocket ws, String owner, Context context) {
+        Session(ServerWebSocket ws, String owner, Context context, String requestId) {
             this.ws = ws;
             this.owner = owner;
             this.context = context;
+            this.requestId = requestId;
             this.maxMessage = config.websocket().maxMessageSize().asLongValue();
             int keep = Math.max(0, config.websocket().maxCachedResponses());
             this.turns = new LinkedHashMap<>(16, 0.75f, true) {
@@ -266,6 +280,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                 Buffer whole = message;
                 message = null;
                 armIdle();
+                pending = accessLog.enabled() ? new AccessRecord("WS", PATH, requestId) : null;
                 if (discarding) {
                     send(errorEvent(new ApiException(400, "invalid_request_error", "Message of " + messageBytes
                             + " bytes exceeds the limit of " + maxMessage + " bytes.", null, "request_too_large")));
@@ -275,6 +290,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                 } else {
                     handle(whole.toString(StandardCharsets.UTF_8));
                 }
+                pending = null;
             }
         }
 
@@ -339,6 +355,12 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         // ------------------------------------------------------------------ one response
 
         private void create(CreateResponseRequest req, String previous) {
+            access = pending;
+            pending = null;
+            if (access != null) {
+                access.attach(context); // the services count this response's tokens into it
+                access.attach();
+            }
             running = true;
             created++;
             cancelIdle();
@@ -364,6 +386,8 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         }
 
         private void ended() {
+            accessLog.write(access, 200);
+            access = null;
             running = false;
             armIdle();
         }
@@ -372,6 +396,16 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         private void failed(String previous, Throwable failure) {
             if (previous != null) turns.remove(previous);
             send(errorEvent(asApiError(failure)));
+        }
+
+        /** The error event of a refused message (or of the running response's failure), written to the access log too. */
+        private String errorEvent(ApiException e) {
+            AccessRecord r = pending != null ? pending : access;
+            if (r != null) {
+                r.errorCode(e.code() != null ? e.code() : e.type());
+                accessLog.write(r, e.status());
+            }
+            return ResponsesWebSocket.this.errorEvent(e);
         }
 
         private void send(String json) {
@@ -418,6 +452,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                         if (keep) remember(event.data());
                         finish(); // before the event goes out: a client may send its next response.create the moment it reads it
                     } else if ("response.failed".equals(type)) {
+                        if (access != null) access.errorCode("response_failed");
                         if (previous != null) turns.remove(previous);
                         finish();
                     }

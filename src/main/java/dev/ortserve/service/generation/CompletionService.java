@@ -5,6 +5,7 @@ import dev.ortserve.engine.EngineQueueFullException;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenEvent;
+import dev.ortserve.logging.AccessRecord;
 import dev.ortserve.service.GenerationModelHost;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
@@ -50,10 +51,19 @@ public class CompletionService {
         } catch (EngineQueueFullException e) {
             throw new OverloadedException("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
         }
+        // the access log's tokens: counted on the engine thread into the record taken here, on the request's thread
+        AccessRecord access = AccessRecord.current();
+        if (access != null) {
+            access.model(host.modelId());
+            access.addCompletionTokens(0);
+            for (CompletionCall.Prompt p : call.prompts()) access.addPromptTokens(p.tokenIds().length);
+        }
         List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
         for (int i = 0; i < streams.size(); i++) {
             int index = i;
-            indexed.add(metrics.observe(host.modelId(), streams.get(i)).map(e -> new ChoiceEvent(index, e)));
+            Multi<TokenEvent> observed = metrics.observe(host.modelId(), streams.get(i));
+            if (access != null) observed = observed.invoke(e -> access.addCompletionTokens(1));
+            indexed.add(observed.map(e -> new ChoiceEvent(index, e)));
         }
         return indexed.size() == 1 ? indexed.get(0) : Multi.createBy().merging().streams(indexed);
     }
