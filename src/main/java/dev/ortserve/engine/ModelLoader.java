@@ -10,6 +10,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
 import org.jboss.logging.Logger;
 
 import java.io.IOException;
@@ -19,6 +20,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * Loads a decoder model directory: a Hugging Face Optimum / transformers.js export or an
@@ -84,46 +86,138 @@ public final class ModelLoader {
     private record Rewritten(OrtSession session, List<String> applied) {
     }
 
+    // Sessions the loader holds while it loads (the served one is handed over when load returns): the
+    // probe runs the original and the rewritten model one after the other, so this never exceeds one.
+    private static final AtomicInteger LOADING = new AtomicInteger();
+    private static final AtomicInteger LOADING_PEAK = new AtomicInteger();
+
+    /** The most sessions the loader held at once since {@link #resetSessionAccounting()} (the probe's sequential check: 1). */
+    public static int sessionsOpenAtMost() {
+        return LOADING_PEAK.get();
+    }
+
+    public static void resetSessionAccounting() {
+        LOADING_PEAK.set(LOADING.get());
+    }
+
+    private static OrtSession open(OrtEnvironment env, Path modelFile, EngineOptions options) {
+        OrtSession s = createSession(env, modelFile, options);
+        LOADING_PEAK.accumulateAndGet(LOADING.incrementAndGet(), Math::max);
+        return s;
+    }
+
+    private static void release(OrtSession s) {
+        if (s == null) return;
+        try {
+            s.close();
+        } catch (OrtException e) {
+            LOG.debugf("Closing a probe session: %s", e.getMessage());
+        }
+        LOADING.decrementAndGet();
+    }
+
+    /** The session leaves the loader's hands (served, or closed by the caller on a failed load). */
+    private static OrtSession handOver(OrtSession s) {
+        LOADING.decrementAndGet();
+        return s;
+    }
+
+    private static final String PRECISION_SETTING = "ORTSERVE_ENGINE_WEIGHT_PRECISION";
+
     /**
      * The session to serve: the rewritten graph when rewrites are asked for and apply (from the
      * cache, or made now and checked against the original on a probe input before it is kept),
-     * else the original. A rewrite that fails or does not match is dropped with a warning.
+     * else the original. The original and the rewritten model are never open together: the
+     * original runs the probe and is released, then the rewrite is written (streamed: see
+     * GraphRewriter), then the rewritten model runs the probe. An exact (graph-only) rewrite that
+     * fails or does not match is dropped with a warning and the original served. A quantized
+     * precision is never swapped silently: when its logits miss the probe's bound it is served as
+     * asked with a warning stating the measured cosine; when it cannot be made at all the start
+     * stops with an error naming ORTSERVE_ENGINE_WEIGHT_PRECISION.
      */
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
-        if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(createSession(env, modelFile, options), List.of());
+        if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+        boolean quantized = wanted.precision() != WeightPrecision.MODEL;
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
             GraphRewriter.Result cached = GraphRewriter.verifiedEntry(modelFile, wanted, context, options.rewriteCache());
             if (cached != null) {
                 LOG.infof("Serving the rewritten graph from %s (%s)", cached.entry(), String.join(", ", cached.applied()));
-                return new Rewritten(createSession(env, cached.file(), options), cached.applied());
+                if (cached.warning() != null) LOG.warn(cached.warning());
+                return new Rewritten(handOver(open(env, cached.file(), options)), cached.applied());
             }
         } catch (IOException | RuntimeException e) {
             LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
         }
-        OrtSession original = createSession(env, modelFile, options);
-        GraphRewriter.Result result;
+        OrtSession original = open(env, modelFile, options);
+        DecoderSpec spec;
+        RewriteProbe.Outcome expected;
         try {
-            DecoderSpec spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
+            spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
+            expected = RewriteProbe.run(env, spec, original);
+        } catch (OrtException | RuntimeException e) {
+            if (e instanceof ModelLoadException m) {
+                release(original);
+                throw m;
+            }
+            if (quantized) {
+                release(original);
+                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot run the load check on "
+                        + modelFile + " (" + e.getMessage() + ")", e);
+            }
+            LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
+            return new Rewritten(handOver(original), List.of());
+        }
+        release(original); // before the rewrite and its session: never two models at once
+        original = null;
+        GraphRewriter.Result result = null;
+        OrtSession candidate = null;
+        try {
             result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, alignment == KvAlignment.START, wanted,
                     options.rewriteCache());
-            if (result == null) return new Rewritten(original, List.of());
-            OrtSession candidate = createSession(env, result.file(), options);
-            String mismatch = RewriteProbe.compare(env, spec, original, candidate, wanted);
-            if (mismatch != null) {
-                LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
-                        String.join(", ", result.applied()), mismatch);
-                candidate.close();
-                GraphRewriter.discard(result);
-                return new Rewritten(original, List.of());
+            if (result == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+            candidate = open(env, result.file(), options);
+            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, spec, candidate), wanted);
+            String warning = null;
+            if (!agreement.agrees()) {
+                if (!quantized) {
+                    LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
+                            String.join(", ", result.applied()), agreement.mismatch());
+                    release(candidate);
+                    candidate = null;
+                    GraphRewriter.discard(result);
+                    return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+                }
+                warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
+                                + "below the %.3f expected of %s weights (%s); serving %s as asked: expect its output to differ from the "
+                                + "original's (a random-weight or outlier-heavy model quantizes worse), or set %s=model or int8",
+                        PRECISION_SETTING, wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine(),
+                        wanted.precision().name().toLowerCase(), agreement.mismatch(), wanted.precision().name().toLowerCase(), PRECISION_SETTING);
+                LOG.warn(warning);
+            } else if (quantized) {
+                LOG.infof("%s weights agree with the original on the load probe (logit cosine %.5f >= %.3f)",
+                        wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine());
             }
-            GraphRewriter.markVerified(result);
-            original.close();
-            return new Rewritten(candidate, result.applied());
+            GraphRewriter.markVerified(result, warning);
+            return new Rewritten(handOver(candidate), result.applied());
         } catch (IOException | OrtException | RuntimeException e) {
+            release(candidate);
+            if (result != null) {
+                try {
+                    GraphRewriter.discard(result);
+                } catch (IOException ignored) {
+                    // the entry stays unverified, so it is never served
+                }
+            }
+            if (e instanceof ModelLoadException m) throw m;
+            if (quantized) {
+                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot make the "
+                        + wanted.precision().name().toLowerCase() + " model from " + modelFile + " (" + e.getMessage() + "); set "
+                        + PRECISION_SETTING + "=model to serve it as exported", e);
+            }
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
-            return new Rewritten(original, List.of());
+            return new Rewritten(handOver(open(env, modelFile, options)), List.of());
         }
     }
 
@@ -142,6 +236,9 @@ public final class ModelLoader {
         so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
         so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
         so.setInterOpNumThreads(1);
+        // onnxruntime's graph optimizer logs a warning per initializer it drops (339 "Removing initializer"
+        // lines for a 28-layer export): notes on the graph, not problems. Errors still print.
+        so.setSessionLogLevel(ai.onnxruntime.OrtLoggingLevel.ORT_LOGGING_LEVEL_ERROR);
         // The engine thread waits in run(). Spinning intra-op threads make batch-1 kernels faster (a
         // sleeping thread takes as long to wake as a matrix-vector product takes); a bound on the spin lets
         // them sleep between steps, when the HTTP event loop needs the cores to stream the tokens out.

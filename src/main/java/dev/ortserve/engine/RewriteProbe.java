@@ -14,21 +14,37 @@ import java.util.Arrays;
 import java.util.List;
 
 /**
- * Checks a rewritten graph against the original before it is served: both run the same probe
- * (two prompts of 12 tokens, one batched pass through the engine's own runner) and the last
- * position's logits must agree: same arg max and cosine similarity at least 0.9999 for exact
- * rewrites, 0.995 with int8 weights, 0.95 with int4 (block quantization moves logits by design);
- * exact rewrites must also give every layer's present K and V within 1e-4 of their largest value.
+ * Checks a rewritten graph against the original before it is served. Each model runs the same
+ * probe (two prompts of 12 tokens, one batched pass through the engine's own runner) on its own:
+ * what the comparison needs (each row's last logits, every layer's present K and V) is copied out,
+ * so the loader can release one session before it opens the next and never holds two models.
+ * The last position's logits must agree: same arg max and cosine similarity at least 0.9999 for
+ * exact rewrites, 0.995 with int8 weights, 0.95 with int4 (block quantization moves logits by
+ * design); exact rewrites must also give every layer's present K and V within 1e-4 of their
+ * largest value.
  */
 final class RewriteProbe {
 
     private RewriteProbe() {
     }
 
-    /** Null when they agree, else what differed. */
-    static String compare(OrtEnvironment env, DecoderSpec spec, OrtSession original, OrtSession candidate, RewriteOptions options)
-            throws OrtException {
-        double minCosine = options.precision() == WeightPrecision.INT4 ? 0.95 : options.precision() == WeightPrecision.INT8 ? 0.995 : 0.9999;
+    /** What one model gave on the probe: each row's last logits, each layer's present K and V (null for fp16 KV). */
+    record Outcome(float[][] lastLogits, float[][] keys, float[][] values, long[][] shapes) {
+    }
+
+    /** The comparison: {@code mismatch} null when they agree; {@code cosine} the lowest row's logit cosine similarity. */
+    record Agreement(String mismatch, double cosine, double minCosine) {
+        boolean agrees() {
+            return mismatch == null;
+        }
+    }
+
+    static double minCosine(WeightPrecision precision) {
+        return precision == WeightPrecision.INT4 ? 0.95 : precision == WeightPrecision.INT8 ? 0.995 : 0.9999;
+    }
+
+    /** Runs the probe on one session and copies out what the comparison needs. */
+    static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtSession session) throws OrtException {
         List<ForwardPass.Row> rows = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
             int[] tokens = new int[12];
@@ -36,35 +52,60 @@ final class RewriteProbe {
             rows.add(new ForwardPass.Row(tokens, 0, tokens.length - r * 3, 0));
         }
         ForwardPass pass = ForwardPass.of(spec.alignment(), rows, 0, null, null);
-        try (DecoderRunner.Forward a = new OrtDecoderRunner(spec, env, original).run(pass);
-             DecoderRunner.Forward b = new OrtDecoderRunner(spec, env, candidate).run(pass)) {
-            if (a.vocabSize() != b.vocabSize()) return "vocabulary " + a.vocabSize() + " vs " + b.vocabSize();
-            float[] x = new float[a.vocabSize()], y = new float[b.vocabSize()];
-            for (int r = 0; r < rows.size(); r++) {
-                a.lastLogits(r, x);
-                b.lastLogits(r, y);
-                double dot = 0, nx = 0, ny = 0;
-                int ax = 0, ay = 0;
-                for (int i = 0; i < x.length; i++) {
-                    dot += (double) x[i] * y[i];
-                    nx += (double) x[i] * x[i];
-                    ny += (double) y[i] * y[i];
-                    if (x[i] > x[ax]) ax = i;
-                    if (y[i] > y[ay]) ay = i;
-                }
-                double cosine = dot / Math.sqrt(nx * ny);
-                if (!(cosine >= minCosine)) return String.format("row %d: cosine %.5f < %.4f", r, cosine, minCosine);
-                if (ax != ay && options.precision() == WeightPrecision.MODEL) return "row " + r + ": arg max " + ay + " instead of " + ax;
+        try (DecoderRunner.Forward f = new OrtDecoderRunner(spec, env, session).run(pass)) {
+            float[][] logits = new float[rows.size()][f.vocabSize()];
+            for (int r = 0; r < rows.size(); r++) f.lastLogits(r, logits[r]);
+            float[][] keys = new float[spec.layers()][], values = new float[spec.layers()][];
+            long[][] shapes = new long[spec.layers()][];
+            for (int l = 0; l < spec.layers(); l++) {
+                keys[l] = floats(f.presentKey(l));
+                values[l] = floats(f.presentValue(l));
+                shapes[l] = f.presentKey(l).getInfo().getShape();
             }
-            if (options.precision() == WeightPrecision.MODEL) {
-                for (int l = 0; l < spec.layers(); l++) {
-                    String why = samePresent("key", l, a.presentKey(l), b.presentKey(l));
-                    if (why == null) why = samePresent("value", l, a.presentValue(l), b.presentValue(l));
-                    if (why != null) return why;
-                }
+            return new Outcome(logits, keys, values, shapes);
+        }
+    }
+
+    private static float[] floats(OnnxTensor t) {
+        if (t.getInfo().type != OnnxJavaType.FLOAT) return null; // fp16 KV: logits only
+        FloatBuffer b = t.getFloatBuffer();
+        float[] out = new float[b.remaining()];
+        b.get(out);
+        return out;
+    }
+
+    /** Compares the rewritten model's outcome with the original's. */
+    static Agreement compare(Outcome a, Outcome b, RewriteOptions options) {
+        double minCosine = minCosine(options.precision());
+        boolean exact = options.precision() == WeightPrecision.MODEL;
+        if (a.lastLogits()[0].length != b.lastLogits()[0].length) {
+            return new Agreement("vocabulary " + a.lastLogits()[0].length + " vs " + b.lastLogits()[0].length, Double.NaN, minCosine);
+        }
+        double lowest = 1;
+        String mismatch = null;
+        for (int r = 0; r < a.lastLogits().length; r++) {
+            float[] x = a.lastLogits()[r], y = b.lastLogits()[r];
+            double dot = 0, nx = 0, ny = 0;
+            int ax = 0, ay = 0;
+            for (int i = 0; i < x.length; i++) {
+                dot += (double) x[i] * y[i];
+                nx += (double) x[i] * x[i];
+                ny += (double) y[i] * y[i];
+                if (x[i] > x[ax]) ax = i;
+                if (y[i] > y[ay]) ay = i;
+            }
+            double cosine = dot / Math.sqrt(nx * ny);
+            if (!(cosine >= lowest)) lowest = cosine; // NaN stays
+            if (mismatch == null && !(cosine >= minCosine)) mismatch = String.format("row %d: cosine %.5f < %.4f", r, cosine, minCosine);
+            if (mismatch == null && ax != ay && exact) mismatch = "row " + r + ": arg max " + ay + " instead of " + ax;
+        }
+        if (mismatch == null && exact) {
+            for (int l = 0; l < a.keys().length && mismatch == null; l++) {
+                mismatch = samePresent("key", l, a.keys()[l], b.keys()[l], a.shapes()[l], b.shapes()[l]);
+                if (mismatch == null) mismatch = samePresent("value", l, a.values()[l], b.values()[l], a.shapes()[l], b.shapes()[l]);
             }
         }
-        return null;
+        return new Agreement(mismatch, lowest, minCosine);
     }
 
     /**
@@ -73,17 +114,13 @@ final class RewriteProbe {
      * stay within the cosine bound while its attention is wrong (a rotary rewrite in the interleaved
      * layout passed the logits check on the tiny model and changed its greedy output).
      */
-    private static String samePresent(String which, int layer, OnnxTensor x, OnnxTensor y) {
-        if (x.getInfo().type != OnnxJavaType.FLOAT || y.getInfo().type != OnnxJavaType.FLOAT) return null; // fp16 KV: logits only
-        if (!Arrays.equals(x.getInfo().getShape(), y.getInfo().getShape())) {
-            return "layer " + layer + " " + which + ": shape " + Arrays.toString(y.getInfo().getShape()) + " instead of " + Arrays.toString(x.getInfo().getShape());
-        }
-        FloatBuffer p = x.getFloatBuffer(), q = y.getFloatBuffer();
+    private static String samePresent(String which, int layer, float[] x, float[] y, long[] xs, long[] ys) {
+        if (x == null || y == null) return null; // fp16 KV: logits only
+        if (!Arrays.equals(xs, ys)) return "layer " + layer + " " + which + ": shape " + Arrays.toString(ys) + " instead of " + Arrays.toString(xs);
         double maxDiff = 0, maxAbs = 0;
-        while (p.hasRemaining()) {
-            float u = p.get(), v = q.get();
-            maxDiff = Math.max(maxDiff, Math.abs(u - v));
-            maxAbs = Math.max(maxAbs, Math.abs(u));
+        for (int i = 0; i < x.length; i++) {
+            maxDiff = Math.max(maxDiff, Math.abs(x[i] - y[i]));
+            maxAbs = Math.max(maxAbs, Math.abs(x[i]));
         }
         if (!(maxDiff <= 1e-4 * maxAbs)) return String.format("layer %d %s: differs by %.3g of its largest value", layer, which, maxDiff / maxAbs);
         return null;

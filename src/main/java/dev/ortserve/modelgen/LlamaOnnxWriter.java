@@ -35,6 +35,9 @@ final class LlamaOnnxWriter {
     private final boolean groupQueryAttention;
     private final GraphProto.Builder graph = GraphProto.newBuilder().setName("ortserve-llama");
     private int counter;
+    /** Where weights go when written as external data (null: inside the model file). */
+    private DataFile external;
+    private String externalName;
 
     LlamaOnnxWriter(ModelSize size, long seed) {
         this(size, seed, false);
@@ -49,6 +52,23 @@ final class LlamaOnnxWriter {
         this.size = size;
         this.random = new SplittableRandom(seed);
         this.groupQueryAttention = groupQueryAttention;
+    }
+
+    /**
+     * Builds the model with every weight written to {@code data} (named {@code dataName} beside the
+     * model file) as it is drawn: models over protobuf's 2 GB limit are stored this way, and the
+     * weights are never all in memory at once.
+     */
+    OnnxMl.ModelProto build(java.io.OutputStream data, String dataName) throws java.io.IOException {
+        this.external = new DataFile(data);
+        this.externalName = dataName;
+        try {
+            return build();
+        } catch (java.io.UncheckedIOException e) {
+            throw e.getCause();
+        } finally {
+            external.flush();
+        }
     }
 
     OnnxMl.ModelProto build() {
@@ -98,7 +118,7 @@ final class LlamaOnnxWriter {
         String cos5 = node("Unsqueeze", "cos5", null, cos, constIs("ax12", 1, 2));
         String sin5 = node("Unsqueeze", "sin5", null, sin, constIs("ax12b", 1, 2));
 
-        String x = node("Gather", "embed", null, init("embed_tokens", normal(size.vocabSize * h, 0.02f), size.vocabSize, h), "input_ids");
+        String x = node("Gather", "embed", null, initNormal("embed_tokens", 0.02f, size.vocabSize, h), "input_ids");
         for (int l = 0; l < size.layers; l++) {
             String pre = "l" + l + ".";
             String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
@@ -145,7 +165,7 @@ final class LlamaOnnxWriter {
         String cosCache = init("cos_cache", cosHalf, size.maxPositions, d / 2);
         String sinCache = init("sin_cache", sinHalf, size.maxPositions, d / 2);
 
-        String x = node("Gather", "embed", null, init("embed_tokens", normal(size.vocabSize * h, 0.02f), size.vocabSize, h), "input_ids");
+        String x = node("Gather", "embed", null, initNormal("embed_tokens", 0.02f, size.vocabSize, h), "input_ids");
         for (int l = 0; l < size.layers; l++) {
             String pre = "l" + l + ".";
             String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
@@ -178,7 +198,8 @@ final class LlamaOnnxWriter {
     private OnnxMl.ModelProto finish(String x, String epsF, int h, boolean contribOps) {
         String last = rmsNorm("final_norm", x, epsF, h);
         graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
-                .addInput(init("lm_head.weight", normal(h * size.vocabSize, 0.02f), h, size.vocabSize)).addOutput("logits"));
+                .addInput(size.tiedEmbeddings ? node("Transpose", "embed_tokens_t", a -> a.addAttribute(ints("perm", 1, 0)), "embed_tokens")
+                        : initNormal("lm_head.weight", 0.02f, h, size.vocabSize)).addOutput("logits"));
         OnnxMl.ModelProto.Builder model = OnnxMl.ModelProto.newBuilder()
                 .setIrVersion(8)
                 .setProducerName("ortserve-modelgen")
@@ -206,7 +227,7 @@ final class LlamaOnnxWriter {
     }
 
     private String matmul(String name, String x, int in, int out) {
-        return node("MatMul", name + ".proj", null, x, init(name + ".weight", normal(in * out, 0.02f), in, out));
+        return node("MatMul", name + ".proj", null, x, initNormal(name + ".weight", 0.02f, in, out));
     }
 
     static float[][] ropeTables(int d, int maxPositions) {
@@ -241,11 +262,87 @@ final class LlamaOnnxWriter {
     private String init(String name, float[] values, long... dims) {
         ByteBuffer bytes = ByteBuffer.allocate(values.length * 4).order(ByteOrder.LITTLE_ENDIAN);
         bytes.asFloatBuffer().put(values);
-        TensorProto.Builder t = TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.FLOAT_VALUE)
-                .setRawData(ByteString.copyFrom(bytes.array()));
+        return tensor(name, dims, out -> out.write(bytes.array()));
+    }
+
+    /** A normal(0, std) weight, drawn and written in chunks (same values as one draw: chunks are even). */
+    private String initNormal(String name, float std, long... dims) {
+        long n = 1;
+        for (long dim : dims) n *= dim;
+        long total = n;
+        return tensor(name, dims, out -> {
+            ByteBuffer chunk = ByteBuffer.allocate(4 * CHUNK).order(ByteOrder.LITTLE_ENDIAN);
+            for (long done = 0; done < total; done += CHUNK) {
+                float[] values = normal((int) Math.min(CHUNK, total - done), std);
+                chunk.clear();
+                chunk.asFloatBuffer().put(values);
+                out.write(chunk.array(), 0, 4 * values.length);
+            }
+        });
+    }
+
+    private static final int CHUNK = 1 << 20; // even: Box-Muller pairs never straddle two chunks
+
+    private interface Bytes {
+        void writeTo(java.io.OutputStream out) throws java.io.IOException;
+    }
+
+    /**
+     * A float32 initializer: inline, or (with an external data sink) written straight to the data
+     * file at a page-aligned offset, so no more than one chunk of weights is ever held in memory.
+     */
+    private String tensor(String name, long[] dims, Bytes bytes) {
+        TensorProto.Builder t = TensorProto.newBuilder().setName(name).setDataType(TensorProto.DataType.FLOAT_VALUE);
         for (long dim : dims) t.addDims(dim);
+        try {
+            if (external == null) {
+                ByteString.Output out = ByteString.newOutput();
+                bytes.writeTo(out);
+                t.setRawData(out.toByteString());
+            } else {
+                external.align(4096);
+                long offset = external.written;
+                bytes.writeTo(external);
+                t.setDataLocation(TensorProto.DataLocation.EXTERNAL)
+                        .addExternalData(entry("location", externalName))
+                        .addExternalData(entry("offset", Long.toString(offset)))
+                        .addExternalData(entry("length", Long.toString(external.written - offset)));
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
         graph.addInitializer(t);
         return name;
+    }
+
+    private static OnnxMl.StringStringEntryProto entry(String key, String value) {
+        return OnnxMl.StringStringEntryProto.newBuilder().setKey(key).setValue(value).build();
+    }
+
+    /** The external data file being written, counting its bytes. */
+    static final class DataFile extends java.io.FilterOutputStream {
+        long written;
+
+        DataFile(java.io.OutputStream out) {
+            super(new java.io.BufferedOutputStream(out, 1 << 20));
+        }
+
+        @Override
+        public void write(int b) throws java.io.IOException {
+            out.write(b);
+            written++;
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws java.io.IOException {
+            out.write(b, off, len);
+            written += len;
+        }
+
+        void align(int to) throws java.io.IOException {
+            int pad = (int) ((to - written % to) % to);
+            if (pad > 0) write(new byte[pad], 0, pad);
+        }
     }
 
     private String constF(String name, float value) {

@@ -22,7 +22,8 @@ import java.util.stream.Stream;
  * byte-level BPE `tokenizer.json`, config files and a ChatML chat template) for one of the
  * {@link ModelSize}s, with seeded random weights: the same size and seed give identical files.
  *
- * Usage: {@code java dev.ortserve.modelgen.ModelGenerator <tiny|demo|bench> <dir> [seed]}
+ * Usage: {@code java dev.ortserve.modelgen.ModelGenerator <tiny|demo|bench|wide|vocab128k|qwen3-0.6b> <dir> [seed]};
+ * models over 400M parameters (qwen3-0.6b) are written with external data ({@link #EXTERNAL_DATA}), streamed.
  */
 public final class ModelGenerator {
 
@@ -120,6 +121,17 @@ public final class ModelGenerator {
 
     /** @param groupQueryAttention attention as one GroupQueryAttention per layer (see {@link #ensureGroupQueryAttention}) */
     public static Path generate(ModelSize size, long seed, Path outputDir, boolean groupQueryAttention) throws IOException {
+        return generate(size, seed, outputDir, groupQueryAttention, size.externalData());
+    }
+
+    /** Name of the external data file beside model.onnx, as Optimum's exports name it. */
+    public static final String EXTERNAL_DATA = "model.onnx_data";
+
+    /**
+     * @param externalData write the weights to {@link #EXTERNAL_DATA} beside model.onnx (as exports of
+     *                     models over 2 GB are stored), streamed as they are drawn
+     */
+    public static Path generate(ModelSize size, long seed, Path outputDir, boolean groupQueryAttention, boolean externalData) throws IOException {
         long start = System.nanoTime();
         Path parent = outputDir.toAbsolutePath().getParent();
         Files.createDirectories(parent);
@@ -127,8 +139,18 @@ public final class ModelGenerator {
         try {
             List<String[]> merges = ByteLevelBpeTokenizer.learnMerges(size.vocabSize, seed);
             JSON.writeValue(tmp.resolve("tokenizer.json").toFile(), ByteLevelBpeTokenizer.tokenizerJson(JSON, merges));
-            try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
-                new LlamaOnnxWriter(size, seed, groupQueryAttention).build().writeTo(out);
+            if (externalData) {
+                ai.onnx.proto.OnnxMl.ModelProto model;
+                try (OutputStream data = Files.newOutputStream(tmp.resolve(EXTERNAL_DATA))) {
+                    model = new LlamaOnnxWriter(size, seed, groupQueryAttention).build(data, EXTERNAL_DATA);
+                }
+                try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
+                    model.writeTo(out);
+                }
+            } else {
+                try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
+                    new LlamaOnnxWriter(size, seed, groupQueryAttention).build().writeTo(out);
+                }
             }
             JSON.writeValue(tmp.resolve("config.json").toFile(), config(size));
             JSON.writeValue(tmp.resolve("generation_config.json").toFile(), generationConfig());
@@ -173,7 +195,7 @@ public final class ModelGenerator {
         c.put("hidden_act", "silu");
         c.put("bos_token_id", ByteLevelBpeTokenizer.ENDOFTEXT);
         c.putArray("eos_token_id").add(ByteLevelBpeTokenizer.IM_END).add(ByteLevelBpeTokenizer.ENDOFTEXT);
-        c.put("tie_word_embeddings", false);
+        c.put("tie_word_embeddings", size.tiedEmbeddings);
         c.put("torch_dtype", "float32");
         return c;
     }
@@ -230,7 +252,7 @@ public final class ModelGenerator {
 
     public static void main(String[] args) throws IOException {
         if (args.length < 2) {
-            System.err.println("usage: ModelGenerator <tiny|demo|bench|wide|vocab128k> <output-dir> [seed]");
+            System.err.println("usage: ModelGenerator <tiny|demo|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed]");
             System.exit(2);
         }
         long seed = args.length > 2 ? Long.parseLong(args[2]) : DEFAULT_SEED;

@@ -12,7 +12,13 @@ public enum ModelSize {
     /** Two layers at a 1B-class width (hidden 2048): kernels at the matrix shapes of real models (~225M parameters). */
     WIDE(32000, 2048, 2, 16, 8, 5632, 2048),
     /** A small body under a Llama-3-sized vocabulary, for what the head and logits cost on long prompts. */
-    VOCAB128K(128256, 256, 2, 4, 2, 704, 4096);
+    VOCAB128K(128256, 256, 2, 4, 2, 704, 4096),
+    /**
+     * Qwen3-0.6B's shape (hidden 1024, 28 layers, 16 heads / 8 KV heads of 128, intermediate 3072,
+     * vocab 151,936, tied embeddings; 596M parameters, 2.4 GB of fp32 weights): a real-size model
+     * for benchmarks, written with external data (not for tests). Qwen3's q/k norms are left out.
+     */
+    QWEN3_0_6B(151936, 1024, 28, 16, 8, 3072, 40960, 128, true);
 
     public final int vocabSize;
     public final int hiddenSize;
@@ -21,8 +27,16 @@ public enum ModelSize {
     public final int kvHeads;
     public final int intermediateSize;
     public final int maxPositions;
+    private final int headDim;
+    /** The head reads the embedding's transpose (no lm_head weight of its own). */
+    public final boolean tiedEmbeddings;
 
     ModelSize(int vocabSize, int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int maxPositions) {
+        this(vocabSize, hiddenSize, layers, heads, kvHeads, intermediateSize, maxPositions, hiddenSize / heads, false);
+    }
+
+    ModelSize(int vocabSize, int hiddenSize, int layers, int heads, int kvHeads, int intermediateSize, int maxPositions, int headDim,
+              boolean tiedEmbeddings) {
         this.vocabSize = vocabSize;
         this.hiddenSize = hiddenSize;
         this.layers = layers;
@@ -30,23 +44,33 @@ public enum ModelSize {
         this.kvHeads = kvHeads;
         this.intermediateSize = intermediateSize;
         this.maxPositions = maxPositions;
+        this.headDim = headDim;
+        this.tiedEmbeddings = tiedEmbeddings;
     }
 
     public int headDim() {
-        return hiddenSize / heads;
+        return headDim;
     }
 
+    /** The name on the command line: qwen3_0_6b as qwen3-0.6b. */
     public String id() {
-        return name().toLowerCase();
+        return this == QWEN3_0_6B ? "qwen3-0.6b" : name().toLowerCase();
+    }
+
+    /** Weights over this many parameters are written as external data (protobuf caps a model file at 2 GB). */
+    public boolean externalData() {
+        return parameterCount() > 400_000_000L;
     }
 
     public long parameterCount() {
         long h = hiddenSize, d = headDim();
         long perLayer = h * heads * d + 2 * h * kvHeads * d + heads * d * h + 3 * h * intermediateSize + 2 * h;
-        return 2L * vocabSize * h + layers * perLayer + h;
+        return (tiedEmbeddings ? 1L : 2L) * vocabSize * h + layers * perLayer + h;
     }
 
     public static ModelSize parse(String name) {
-        return valueOf(name.trim().toUpperCase());
+        String n = name.trim();
+        for (ModelSize s : values()) if (s.id().equalsIgnoreCase(n)) return s;
+        return valueOf(n.toUpperCase());
     }
 }

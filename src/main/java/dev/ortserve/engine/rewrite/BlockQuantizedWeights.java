@@ -2,7 +2,6 @@ package dev.ortserve.engine.rewrite;
 
 import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
-import com.google.protobuf.ByteString;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -40,20 +39,30 @@ final class BlockQuantizedWeights {
                 w = g.initializer(t.getInput(0));
                 transposed = true;
             }
-            if (w.getDataType() != TensorProto.DataType.FLOAT_VALUE || w.getDimsCount() != 2) continue;
+            boolean half = w.getDataType() == TensorProto.DataType.FLOAT16_VALUE;
+            if (w.getDataType() != TensorProto.DataType.FLOAT_VALUE && !half || w.getDimsCount() != 2) continue;
             int k = (int) w.getDims(transposed ? 1 : 0), cols = (int) w.getDims(transposed ? 0 : 1);
             if (k < BLOCK) continue;
-            float[] values = OnnxModelFile.floats(w, g.sourceDir);
-            Quantized q = quantize(values, k, cols, transposed, bits);
             String base = n.getName().isEmpty() ? weightName : n.getName();
             String packed = g.unique(base + "_q" + bits), scales = g.unique(base + "_scales");
             int blocks = (k + BLOCK - 1) / BLOCK;
-            g.graph.addInitializer(TensorProto.newBuilder().setName(packed).setDataType(TensorProto.DataType.UINT8_VALUE)
-                    .addDims(cols).addDims(blocks).addDims(BLOCK * bits / 8).setRawData(ByteString.copyFrom(q.packed)));
-            ByteBuffer s = ByteBuffer.allocate(4 * q.scales.length).order(ByteOrder.LITTLE_ENDIAN);
-            for (float v : q.scales) s.putFloat(v);
-            g.graph.addInitializer(TensorProto.newBuilder().setName(scales).setDataType(TensorProto.DataType.FLOAT_VALUE)
-                    .addDims(cols).addDims(blocks).setRawData(ByteString.copyFrom(s.array())));
+            // computed when written, one tensor at a time: the packed values and then (again) the scales,
+            // so neither the float weights nor all the quantized ones are ever held at once
+            TensorProto source = w;
+            boolean t = transposed;
+            Quantized[] memo = {null}; // kept from the packed values (written first) for the scales (written next), then dropped
+            g.addComputed(TensorProto.newBuilder().setName(packed).setDataType(TensorProto.DataType.UINT8_VALUE)
+                    .addDims(cols).addDims(blocks).addDims(BLOCK * bits / 8), () -> {
+                        memo[0] = quantize(g, source, k, cols, t, bits);
+                        return ByteBuffer.wrap(memo[0].packed);
+                    });
+            // an fp16 model's MatMulNBits takes fp16 activations and scales: it is quantized from its own precision
+            g.addComputed(TensorProto.newBuilder().setName(scales).setDataType(half ? TensorProto.DataType.FLOAT16_VALUE : TensorProto.DataType.FLOAT_VALUE)
+                    .addDims(cols).addDims(blocks), () -> {
+                        Quantized q = memo[0] != null ? memo[0] : quantize(g, source, k, cols, t, bits);
+                        memo[0] = null;
+                        return scaleBytes(q.scales, half);
+                    });
             g.graph.setNode(i, NodeProto.newBuilder().setOpType("MatMulNBits").setDomain("com.microsoft").setName(g.unique(base + "_nbits"))
                     .addInput(n.getInput(0)).addInput(packed).addInput(scales).addAllOutput(n.getOutputList())
                     .addAttribute(Graph.intAttribute("K", k)).addAttribute(Graph.intAttribute("N", cols))
@@ -80,11 +89,54 @@ final class BlockQuantizedWeights {
     record Quantized(byte[] packed, float[] scales) {
     }
 
+    /** One weight (float32 or float16, mapped or computed), quantized. */
+    private static Quantized quantize(Graph g, TensorProto w, int k, int cols, boolean transposed, int bits) throws IOException {
+        java.nio.FloatBuffer values;
+        if (w.getDataType() == TensorProto.DataType.FLOAT16_VALUE) {
+            java.nio.ShortBuffer h = g.bytes(w).asShortBuffer();
+            values = java.nio.FloatBuffer.allocate(h.remaining());
+            for (int i = 0; i < h.remaining(); i++) values.put(i, halfToFloat(h.get(i)));
+        } else {
+            values = g.floatView(w);
+        }
+        return quantize(values, k, cols, transposed, bits);
+    }
+
+    private static ByteBuffer scaleBytes(float[] scales, boolean half) {
+        ByteBuffer s = ByteBuffer.allocate((half ? 2 : 4) * scales.length).order(ByteOrder.LITTLE_ENDIAN);
+        for (float v : scales) {
+            if (half) s.putShort(floatToHalf(v)); else s.putFloat(v);
+        }
+        return s.flip();
+    }
+
+    static float halfToFloat(short bits) {
+        int h = bits & 0xffff, sign = (h >>> 15) << 31, exp = (h >>> 10) & 0x1f, mant = h & 0x3ff;
+        if (exp == 0) {
+            float v = mant * 0x1p-24f; // subnormal
+            return (h >>> 15) != 0 ? -v : v;
+        }
+        if (exp == 31) return Float.intBitsToFloat(sign | 0x7f800000 | (mant << 13));
+        return Float.intBitsToFloat(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+    }
+
+    static short floatToHalf(float f) {
+        int b = Float.floatToIntBits(f), sign = (b >>> 16) & 0x8000;
+        float a = Math.abs(f);
+        if (Float.isNaN(f)) return (short) (sign | 0x7e00);
+        if (a >= 65520f) return (short) (sign | 0x7c00);
+        if (a < 0x1p-14f) return (short) (sign | Math.round(a * 0x1p24f)); // subnormal
+        int e = Math.getExponent(a);
+        int mant = Math.round(a * (float) Math.pow(2, 10 - e)) - 1024; // round to nearest
+        if (mant == 1024) { mant = 0; e++; }
+        return (short) (sign | ((e + 15) << 10) | mant);
+    }
+
     /**
      * Quantizes W [k, cols] (or its transpose, stored [cols, k]) column by column into
      * [cols][blocks][BLOCK * bits / 8] bytes and [cols][blocks] scales.
      */
-    static Quantized quantize(float[] w, int k, int cols, boolean transposed, int bits) {
+    static Quantized quantize(java.nio.FloatBuffer w, int k, int cols, boolean transposed, int bits) {
         int blocks = (k + BLOCK - 1) / BLOCK, blob = BLOCK * bits / 8;
         int zero = 1 << (bits - 1), max = (1 << bits) - 1;
         byte[] packed = new byte[cols * blocks * blob];
@@ -93,7 +145,7 @@ final class BlockQuantizedWeights {
             for (int b = 0; b < blocks; b++) {
                 float m = 0;
                 for (int j = b * BLOCK; j < Math.min(k, b * BLOCK + BLOCK); j++) {
-                    float v = transposed ? w[n * k + j] : w[j * cols + n];
+                    float v = transposed ? w.get(n * k + j) : w.get(j * cols + n);
                     if (Math.abs(v) > Math.abs(m)) m = v;
                 }
                 float scale = m == 0 ? 1f : m / -zero;
@@ -101,7 +153,7 @@ final class BlockQuantizedWeights {
                 int base = (n * blocks + b) * blob;
                 for (int j = 0; j < BLOCK; j++) {
                     int kk = b * BLOCK + j;
-                    float v = kk < k ? (transposed ? w[n * k + kk] : w[kk * cols + n]) : 0f;
+                    float v = kk < k ? (transposed ? w.get(n * k + kk) : w.get(kk * cols + n)) : 0f;
                     int q = (int) Math.max(0, Math.min(max, Math.rint(v / scale) + zero));
                     if (bits == 8) {
                         packed[base + j] = (byte) q;

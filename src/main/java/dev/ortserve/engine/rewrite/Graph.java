@@ -7,16 +7,28 @@ import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.OperatorSetIdProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
 
+import java.io.IOException;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
 import java.nio.file.Path;
 import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Set;
 
-/** A decoder graph being rewritten: the model, where its external data lives, and lookups the rewrites share. */
+/**
+ * A decoder graph being rewritten: the model, where its external data lives (the source model's
+ * directory: external locations are relative to it), the tensors the rewrites made (computed when
+ * written or read, one at a time, never all held at once) and lookups the rewrites share.
+ */
 final class Graph {
 
     final ModelProto.Builder model;
     final GraphProto.Builder graph;
+    /** The source model's directory, which its external data locations are relative to. */
     final Path sourceDir;
+    /** Tensors the rewrites made: their initializer in the graph has no data, these compute it. */
+    final Map<String, OnnxModelFile.Computed> computed = new LinkedHashMap<>();
     private final Set<String> names = new HashSet<>();
 
     Graph(ModelProto source, Path sourceDir) {
@@ -36,6 +48,27 @@ final class Graph {
         for (int i = 1; names.contains(name); i++) name = base + "_" + i;
         names.add(name);
         return name;
+    }
+
+    /** Adds an initializer (header only: name, type, dims) whose bytes {@code data} computes when needed. */
+    void addComputed(TensorProto.Builder header, OnnxModelFile.Computed data) {
+        TensorProto t = header.build();
+        graph.addInitializer(t);
+        computed.put(t.getName(), data);
+    }
+
+    /** A float32 tensor's values as a view: computed now for a tensor a rewrite made, mapped for an external one. */
+    FloatBuffer floatView(TensorProto t) throws IOException {
+        OnnxModelFile.Computed c = computed.get(t.getName());
+        if (c != null) return c.bytes().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+        return OnnxModelFile.floatView(t, sourceDir);
+    }
+
+    /** A tensor's raw bytes (a view; computed now for a tensor a rewrite made). */
+    java.nio.ByteBuffer bytes(TensorProto t) throws IOException {
+        OnnxModelFile.Computed c = computed.get(t.getName());
+        if (c != null) return c.bytes().order(ByteOrder.LITTLE_ENDIAN);
+        return OnnxModelFile.raw(t, sourceDir).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN);
     }
 
     int initializerIndex(String name) {
@@ -74,7 +107,7 @@ final class Graph {
         for (int i = graph.getInitializerCount() - 1; i >= 0; i--) {
             String name = graph.getInitializer(i).getName();
             if (read.contains(name)) continue;
-            graph.removeInitializer(i);
+            graph.removeInitializer(i); // (a computed tensor stays computable: another may be computed from it)
             // an input without its initializer would become required
             for (int j = graph.getInputCount() - 1; j >= 0; j--) if (graph.getInput(j).getName().equals(name)) graph.removeInput(j);
         }

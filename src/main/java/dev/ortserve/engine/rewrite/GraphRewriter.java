@@ -38,13 +38,13 @@ public final class GraphRewriter {
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "2";
+    static final String VERSION = "3"; // 3: unchanged external tensors stay in the (linked) source data file
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came
      * from the cache and whether it was already checked against the original.
      */
-    public record Result(Path file, List<String> applied, List<String> skipped, boolean cached, boolean verified, Path entry) {
+    public record Result(Path file, List<String> applied, List<String> skipped, boolean cached, boolean verified, Path entry, String warning) {
     }
 
     private GraphRewriter() {
@@ -119,8 +119,15 @@ public final class GraphRewriter {
         Files.createDirectories(cacheRoot);
         Path tmp = Files.createTempDirectory(cacheRoot, key + ".tmp");
         try {
-            OnnxModelFile.write(g.model.build(), modelFile.getParent(), tmp);
+            OnnxModelFile.Written written = OnnxModelFile.write(g.model.build(), modelFile.getParent(), tmp, g.computed);
             ObjectNode manifest = JSON.createObjectNode().put("key", key).put("source", modelFile.toString()).put("verified", false);
+            // the source's data files, linked: trusted by size and modification time (the key covers the source's)
+            ObjectNode linked = manifest.putObject("linked");
+            for (var l : written.linked().entrySet()) {
+                Path p = tmp.resolve(l.getKey());
+                linked.putObject(l.getKey()).put("how", l.getValue()).put("size", Files.size(p)).put("modified", Files.getLastModifiedTime(p).toMillis());
+            }
+            manifest.put("newBytes", written.newBytes()).put("referencedBytes", written.referencedBytes());
             manifest.set("applied", JSON.valueToTree(applied));
             manifest.set("skipped", JSON.valueToTree(skipped));
             manifest.put("model.onnx", sha256(tmp.resolve("model.onnx"))).put("model.onnx.data", sha256(tmp.resolve("model.onnx.data")));
@@ -134,9 +141,29 @@ public final class GraphRewriter {
             deleteTree(tmp);
             throw e;
         }
-        LOG.infof("Rewrote %s in %d ms: %s (%d nodes -> %d); cached in %s", modelFile, (System.nanoTime() - start) / 1_000_000, String.join(", ", applied),
-                nodesBefore, g.graph.getNodeCount(), entry);
-        return new Result(entry.resolve("model.onnx"), applied, skipped, false, false, entry);
+        LOG.infof("Rewrote %s in %d ms: %s (%d nodes -> %d); cached in %s (%,d bytes of new tensors, the source's data files linked: %s)", modelFile,
+                (System.nanoTime() - start) / 1_000_000, String.join(", ", applied), nodesBefore, g.graph.getNodeCount(), entry, newBytes(entry),
+                linkedFiles(entry));
+        return new Result(entry.resolve("model.onnx"), applied, skipped, false, false, entry, null);
+    }
+
+    private static long newBytes(Path entry) {
+        try {
+            return JSON.readTree(entry.resolve("manifest.json").toFile()).path("newBytes").asLong();
+        } catch (IOException e) {
+            return -1;
+        }
+    }
+
+    private static String linkedFiles(Path entry) {
+        try {
+            List<String> out = new ArrayList<>();
+            JSON.readTree(entry.resolve("manifest.json").toFile()).path("linked").fields()
+                    .forEachRemaining(l -> out.add(l.getKey() + " (" + l.getValue().path("how").asText() + ")"));
+            return out.isEmpty() ? "none" : String.join(", ", out);
+        } catch (IOException e) {
+            return "?";
+        }
     }
 
     /** A verified cache entry for these options, or null (then load the original and call {@link #rewrite}). */
@@ -154,9 +181,18 @@ public final class GraphRewriter {
 
     /** Records that the rewritten model gave the original's logits (within tolerance) on the probe. */
     public static void markVerified(Result result) throws IOException {
+        markVerified(result, null);
+    }
+
+    /**
+     * Records that the rewritten model was checked on the probe and is served; {@code warning} (the
+     * measured agreement of a quantized model below its bound) is logged again on every start from the cache.
+     */
+    public static void markVerified(Result result, String warning) throws IOException {
         Path manifest = result.entry().resolve("manifest.json");
         ObjectNode m = (ObjectNode) JSON.readTree(manifest.toFile());
         m.put("verified", true);
+        if (warning != null) m.put("warning", warning);
         Path tmp = result.entry().resolve("manifest.json.tmp");
         JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), m);
         Files.move(tmp, manifest, StandardCopyOption.REPLACE_EXISTING);
@@ -177,10 +213,17 @@ public final class GraphRewriter {
                 Path p = entry.resolve(f);
                 if (!Files.isRegularFile(p) || !sha256(p).equals(m.path(f).asText())) return null;
             }
+            for (var it = m.path("linked").fields(); it.hasNext(); ) {
+                var l = it.next();
+                Path p = entry.resolve(l.getKey());
+                if (!Files.isRegularFile(p) || Files.size(p) != l.getValue().path("size").asLong(-1)
+                        || Files.getLastModifiedTime(p).toMillis() != l.getValue().path("modified").asLong(-1)) return null;
+            }
             List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
             m.path("applied").forEach(a -> applied.add(a.asText()));
             m.path("skipped").forEach(a -> skipped.add(a.asText()));
-            return new Result(entry.resolve("model.onnx"), applied, skipped, true, m.path("verified").asBoolean(false), entry);
+            return new Result(entry.resolve("model.onnx"), applied, skipped, true, m.path("verified").asBoolean(false), entry,
+                    m.hasNonNull("warning") ? m.get("warning").asText() : null);
         } catch (IOException | RuntimeException e) {
             return null;
         }

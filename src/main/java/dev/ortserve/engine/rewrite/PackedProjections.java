@@ -56,8 +56,9 @@ final class PackedProjections {
             String packedWeight = g.unique(base + "_packed_weight"), packedOut = g.unique(base + "_packed");
             int total = 0;
             for (TensorProto w : weights) total += (int) w.getDims(1);
-            g.graph.addInitializer(TensorProto.newBuilder().setName(packedWeight).setDataType(TensorProto.DataType.FLOAT_VALUE)
-                    .addDims(k).addDims(total).setRawData(ByteString.copyFrom(concatenateColumns(g, weights, (int) k, total))));
+            int rows = (int) k, columns = total;
+            g.addComputed(TensorProto.newBuilder().setName(packedWeight).setDataType(TensorProto.DataType.FLOAT_VALUE).addDims(k).addDims(total),
+                    () -> concatenateColumns(g, weights, rows, columns)); // computed when written or quantized
             NodeProto matMul = NodeProto.newBuilder().setOpType("MatMul").setName(g.unique(base + "_packed_matmul"))
                     .addInput(first.getInput(0)).addInput(packedWeight).addOutput(packedOut).build();
             NodeProto.Builder split = NodeProto.newBuilder().setOpType("Split").setName(g.unique(base + "_packed_split"))
@@ -94,18 +95,17 @@ final class PackedProjections {
     }
 
     /** The weights [k, n_i] side by side as one [k, total] matrix, little-endian float32. */
-    private static byte[] concatenateColumns(Graph g, List<TensorProto> weights, int k, int total) throws IOException {
+    private static ByteBuffer concatenateColumns(Graph g, List<TensorProto> weights, int k, int total) throws IOException {
         ByteBuffer out = ByteBuffer.allocate(4 * k * total).order(ByteOrder.LITTLE_ENDIAN);
+        java.nio.FloatBuffer o = out.asFloatBuffer();
         int offset = 0;
         for (TensorProto w : weights) {
-            float[] values = OnnxModelFile.floats(w, g.sourceDir);
+            java.nio.FloatBuffer values = g.floatView(w);
             int n = (int) w.getDims(1);
-            for (int row = 0; row < k; row++) {
-                for (int col = 0; col < n; col++) out.putFloat(4 * (row * total + offset + col), values[row * n + col]);
-            }
+            for (int row = 0; row < k; row++) o.put(row * total + offset, values, row * n, n);
             offset += n;
         }
-        return out.array();
+        return out;
     }
 
     private static long defaultOpset(Graph g) {
