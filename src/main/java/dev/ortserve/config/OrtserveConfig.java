@@ -253,6 +253,14 @@ public interface OrtserveConfig {
         @WithDefault("true")
         boolean lastPositionLogits();
 
+        /**
+         * Decode steps of GroupQueryAttention graphs (onnxruntime-genai builder exports, right-padded) bind one
+         * KV buffer per layer as both the op's past and present input/output, so each step writes its new
+         * position in place instead of copying the whole past into a new present; other graphs copy as before.
+         */
+        @WithDefault("false")
+        boolean kvInPlace();
+
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();
 

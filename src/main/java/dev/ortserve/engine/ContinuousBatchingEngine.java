@@ -59,7 +59,12 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         this.runner = decorator.decorate(new OrtDecoderRunner(model));
         this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits());
         long prefixBytes = options.prefixCacheBytes(spec);
-        this.kv = new KvCache(spec, model.environment(), prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null);
+        this.kv = new KvCache(spec, model.environment(), prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null,
+                options.kvInPlace());
+        if (options.kvInPlace()) {
+            LOG.infof("KV in place: %s", kv.inPlace() ? "decode steps write each new position into the batch's buffers"
+                    : "not for this graph (no GroupQueryAttention); decode steps copy the past as before");
+        }
         this.thread = new Thread(this::loop, "ortserve-engine");
         this.thread.setDaemon(true);
         this.thread.start();
@@ -161,6 +166,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /** One batched decode step for every running row. */
     private void decodeStep() throws OrtException {
+        if (kv.inPlace()) {
+            decodeStepInPlace();
+            return;
+        }
         int b = rows.size();
         long started = System.nanoTime();
         List<ForwardPass.Row> in = new ArrayList<>(b);
@@ -180,6 +189,35 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             s.onLogits(logits);
         }
         listener.decoded(b, forward, System.nanoTime() - started);
+    }
+
+    /**
+     * A decode step that writes into the batch's buffers ({@link KvCache}, in place): the pass's past
+     * is the whole buffer and its mask spans it, each row's mask sums to its own length plus one.
+     */
+    private void decodeStepInPlace() throws OrtException {
+        if (!kv.hasRoomForStep()) rows = kv.repack(rows, List.of()); // the buffers grow (rows done by now leave)
+        int b = rows.size();
+        if (b == 0) return;
+        long started = System.nanoTime();
+        List<ForwardPass.Row> in = new ArrayList<>(b);
+        for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
+        ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, kv.keys(), kv.values()).withPresentInPast();
+        long forwardStart = System.nanoTime();
+        try (DecoderRunner.Forward out = runner.run(pass)) {
+            long forward = System.nanoTime() - forwardStart;
+            steps.incrementAndGet();
+            kv.advance();
+            listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
+            float[] logits = new float[out.vocabSize()];
+            for (int r = 0; r < b; r++) {
+                Sequence s = rows.get(r);
+                out.lastLogits(r, logits);
+                s.length++;
+                s.onLogits(logits);
+            }
+            listener.decoded(b, forward, System.nanoTime() - started);
+        }
     }
 
     /** Prefills waiting prompts within the budget; returns those whose prompt is done (to join or leave). */

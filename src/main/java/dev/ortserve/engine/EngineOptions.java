@@ -20,13 +20,26 @@ import java.util.OptionalInt;
  *                          loop, N &gt; 0 = at most N microseconds. Spinning keeps a second thread awake
  *                          between a decode step's operators (faster batch-1 kernels); unbounded, it also
  *                          spins between steps, on the cores the HTTP threads need
+ * @param kvInPlace         decode steps of GroupQueryAttention graphs ({@link KvAlignment#START}) bind one KV
+ *                          buffer per layer as both past and present, so the op writes each new position in
+ *                          place and nothing copies the past (see {@link KvCache}); other graphs keep the
+ *                          copying path whatever this says
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros) {
+                            long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
+                            boolean kvInPlace) {
 
     /** onnxruntime's own spin loop: intra-op threads spin until its spin count runs out, however long that is. */
     public static final int SPIN_UNBOUNDED = -1;
+
+    /** KV copied each step (not in place). */
+    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
+                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros) {
+        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
+                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, false);
+    }
 
     /** Without intra-op spinning. */
     public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
@@ -49,35 +62,41 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace);
     }
 
     /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
     public EngineOptions withIntraOpSpinMicros(int micros) {
         if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace);
+    }
+
+    /** Decode steps of GroupQueryAttention graphs write KV in place ({@code true}) or copy the past ({@code false}). */
+    public EngineOptions withKvInPlace(boolean inPlace) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace);
     }
 
     /** Whether onnxruntime's intra-op threads spin at all. */

@@ -15,9 +15,18 @@ import java.util.List;
  *
  * @param pastKeys    per layer, [batch, kv_heads, pastLength, head_dim]; null for an empty past
  * @param lastColumns per row, the column whose logits give the row's next token
+ * @param inPlace     the past tensors are also the present outputs: the graph (GroupQueryAttention)
+ *                    writes the new columns into them in place, and the pass's mask spans the past
+ *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@link KvCache}
  */
 public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
-                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns) {
+                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace) {
+
+    /** A pass whose present tensors are new outputs (the past is copied into them). */
+    public ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
+                       OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns) {
+        this(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, false);
+    }
 
     /**
      * One row: {@code count} tokens of {@code tokens} from {@code from}, following {@code pastValid}
@@ -43,6 +52,12 @@ public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, 
             last[r] = alignment.lastColumn(n, row.count());
         }
         return new ForwardPass(b, pastLength, n, ids, mask, pos, pastKeys, pastValues, last);
+    }
+
+    /** This pass with its past tensors bound as its present outputs too (written in place). */
+    public ForwardPass withPresentInPast() {
+        if (pastKeys == null) throw new IllegalStateException("an in-place pass needs a past buffer");
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, true);
     }
 
     public int totalLength() {

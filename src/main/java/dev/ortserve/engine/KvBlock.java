@@ -32,6 +32,11 @@ final class KvBlock {
         return spec.kvType() == OnnxJavaType.FLOAT ? tensor.getFloatBuffer() : tensor.getShortBuffer();
     }
 
+    /** The elements of a buffer this engine allocated, without a copy (in-place KV, whose tensors wrap it). */
+    static Buffer view(ByteBuffer data, DecoderSpec spec) {
+        return spec.kvType() == OnnxJavaType.FLOAT ? data.asFloatBuffer() : data.asShortBuffer();
+    }
+
     /** A zeroed direct buffer for [batch, kvHeads, length, headDim]. */
     static ByteBuffer allocate(DecoderSpec spec, int batch, int length) {
         long elements = (long) batch * spec.kvHeads() * length * spec.headDim();

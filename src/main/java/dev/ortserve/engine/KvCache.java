@@ -19,22 +19,72 @@ import java.util.Map;
  * join, the batch is repacked, one copy of the live rows into a new layout trimmed to the
  * longest. Repacking is also when computed KV enters the prefix cache: a joining sequence's
  * prompt, and a leaving sequence's prompt and generated tokens. Engine thread only.
+ * <p>
+ * In place ({@link EngineOptions#kvInPlace()}, {@link KvAlignment#START} graphs only): each layer's
+ * key and value are one buffer of {@link #span} positions per row, more than the longest row holds
+ * (rounded up to {@link #GROWTH}). A decode step binds each buffer as both the past input and the
+ * present output of GroupQueryAttention, which then writes the new position of every row in place
+ * (onnxruntime's past_present_share_buffer): nothing copies the past. When the longest row fills
+ * its buffer, the batch is repacked into a longer one (one copy every {@link #GROWTH} steps).
  */
 final class KvCache implements AutoCloseable {
 
     private final DecoderSpec spec;
     private final OrtEnvironment env;
+    /** Positions an in-place buffer grows by: its span is the longest row's length plus one, rounded up to this. */
+    static final int GROWTH = 256;
+
     private final PrefixCache prefix;
+    private final boolean inPlace;
     private OnnxTensor[] keys;
     private OnnxTensor[] values;
+    /** In place: the buffers behind {@link #keys} and {@link #values}, read without a copy when the batch is repacked. */
+    private ByteBuffer[] keyData;
+    private ByteBuffer[] valueData;
     private AutoCloseable owner;
     private int length;
+    private int span;
 
     /** @param prefix the prefix cache, or null when it is off */
     KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix) {
+        this(spec, env, prefix, false);
+    }
+
+    /**
+     * @param prefix  the prefix cache, or null when it is off
+     * @param inPlace decode steps write into the batch's buffers (only for {@link KvAlignment#START}; ignored otherwise)
+     */
+    KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix, boolean inPlace) {
         this.spec = spec;
         this.env = env;
         this.prefix = prefix;
+        this.inPlace = inPlace && spec.alignment() == KvAlignment.START;
+    }
+
+    /** Decode steps bind the batch's buffers as past and present ({@link ForwardPass#withPresentInPast}). */
+    boolean inPlace() {
+        return inPlace;
+    }
+
+    /** Positions per row in the batch's tensors: {@link #length} when copying, more in place. */
+    int span() {
+        return span;
+    }
+
+    /** In place: whether the next decode step's position fits in the buffers (else repack first: they grow). */
+    boolean hasRoomForStep() {
+        return length + 1 <= span;
+    }
+
+    /** In place: a decode step wrote one position per row into the buffers. */
+    void advance() {
+        if (!inPlace) throw new IllegalStateException("the batch's KV is not written in place");
+        length++;
+    }
+
+    private int spanFor(int newLength) {
+        if (!inPlace) return newLength;
+        return (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
     }
 
     PrefixCache prefix() {
@@ -66,6 +116,7 @@ final class KvCache implements AutoCloseable {
         values = v;
         owner = forward;
         length = newLength;
+        span = newLength;
     }
 
     /**
@@ -93,6 +144,7 @@ final class KvCache implements AutoCloseable {
         next.addAll(joiners);
         int newLength = 0;
         for (Sequence s : next) newLength = Math.max(newLength, s.length);
+        int newSpan = spanFor(newLength);
 
         // what enters the prefix cache: every joiner's prompt, every leaving row's tokens
         Map<Sequence, PrefixCache.Insertion> inserting = new IdentityHashMap<>();
@@ -102,20 +154,22 @@ final class KvCache implements AutoCloseable {
         }
         boolean readBatch = !keep.isEmpty() || leaving.stream().anyMatch(inserting::containsKey);
         OnnxTensor[] newKeys = new OnnxTensor[spec.layers()], newValues = new OnnxTensor[spec.layers()];
+        ByteBuffer[] newKeyData = new ByteBuffer[spec.layers()], newValueData = new ByteBuffer[spec.layers()];
         List<OnnxTensor> made = new ArrayList<>();
         try {
             for (int l = 0; l < spec.layers(); l++) {
                 for (int kind = 0; kind < 2; kind++) {
-                    ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newLength);
+                    ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newSpan);
                     int row = 0;
                     if (readBatch) {
-                        Buffer src = KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
+                        Buffer src = inPlace ? KvBlock.view(kind == 0 ? keyData[l] : valueData[l], spec)
+                                : KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
                         for (int i = 0; i < keep.size(); i++) {
-                            KvBlock.moveRow(spec, src, keepIndex.get(i), length, dst, row++, newLength, keep.get(i).length);
+                            KvBlock.moveRow(spec, src, keepIndex.get(i), span, dst, row++, newSpan, keep.get(i).length);
                         }
                         for (Sequence s : leaving) {
                             PrefixCache.Insertion ins = inserting.get(s);
-                            if (ins != null) ins.fill(l, kind, src, rows.indexOf(s), length, s.length);
+                            if (ins != null) ins.fill(l, kind, src, rows.indexOf(s), span, s.length);
                         }
                     }
                     Map<OnnxTensor, Buffer> read = new IdentityHashMap<>(); // sequences prefilled together share one tensor
@@ -126,12 +180,18 @@ final class KvCache implements AutoCloseable {
                         if (!joins && ins == null) continue;
                         Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
                         if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
-                        if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, row++, newLength, s.length);
+                        if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, row++, newSpan, s.length);
                     }
                     if (dst != null) {
-                        OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newLength);
+                        OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newSpan);
                         made.add(t);
-                        if (kind == 0) newKeys[l] = t; else newValues[l] = t;
+                        if (kind == 0) {
+                            newKeys[l] = t;
+                            newKeyData[l] = dst;
+                        } else {
+                            newValues[l] = t;
+                            newValueData[l] = dst;
+                        }
                     }
                 }
             }
@@ -145,9 +205,12 @@ final class KvCache implements AutoCloseable {
         if (!next.isEmpty()) {
             keys = newKeys;
             values = newValues;
+            keyData = newKeyData;
+            valueData = newValueData;
             owner = () -> made.forEach(OnnxTensor::close);
         }
         length = next.isEmpty() ? 0 : newLength;
+        span = next.isEmpty() ? 0 : newSpan;
         for (Sequence s : leaving) s.retire();
         joinDone.forEach(Sequence::retire);
         joiners.forEach(Sequence::closePending);
@@ -172,7 +235,10 @@ final class KvCache implements AutoCloseable {
         owner = null;
         keys = null;
         values = null;
+        keyData = null;
+        valueData = null;
         length = 0;
+        span = 0;
     }
 
     @Override

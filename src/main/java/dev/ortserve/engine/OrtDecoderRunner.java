@@ -24,6 +24,7 @@ final class OrtDecoderRunner implements DecoderRunner {
     private final OrtEnvironment env;
     private final OrtSession session;
     private final Set<String> outputs;
+    private final Set<String> logitsOnly;
     /** The graph's head reads each row's last column from this input (right-padded graphs rewritten on load). */
     private final boolean lastColumnsInput;
 
@@ -36,6 +37,7 @@ final class OrtDecoderRunner implements DecoderRunner {
         this.env = env;
         this.session = session;
         this.outputs = new LinkedHashSet<>(spec.outputNames());
+        this.logitsOnly = Set.of(spec.logits());
         this.lastColumnsInput = session.getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT);
     }
 
@@ -67,7 +69,15 @@ final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            return new OrtForward(session.run(in, outputs), pass.lastColumns());
+            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs), pass.lastColumns(), Map.of());
+            // present = the past's own tensors: GroupQueryAttention sees one buffer (past_present_share_buffer) and
+            // writes the new columns into it; the result does not own them
+            Map<String, OnnxTensor> pinned = new HashMap<>();
+            for (int l = 0; l < spec.layers(); l++) {
+                pinned.put(spec.presentKey(l), pass.pastKeys()[l]);
+                pinned.put(spec.presentValue(l), pass.pastValues()[l]);
+            }
+            return new OrtForward(session.run(in, logitsOnly, pinned), pass.lastColumns(), pinned);
         } finally {
             for (OnnxTensor t : created) t.close();
         }
@@ -87,13 +97,15 @@ final class OrtDecoderRunner implements DecoderRunner {
     private final class OrtForward implements Forward {
         private final OrtSession.Result result;
         private final int[] lastColumns;
+        private final Map<String, OnnxTensor> pinned;
         private FloatBuffer logits;
         private int columns;
         private int vocab;
 
-        OrtForward(OrtSession.Result result, int[] lastColumns) {
+        OrtForward(OrtSession.Result result, int[] lastColumns, Map<String, OnnxTensor> pinned) {
             this.result = result;
             this.lastColumns = lastColumns;
+            this.pinned = pinned;
         }
 
         /** [rows, columns, vocab]: columns is the pass's new positions, or 1 when the head runs on the last position only. */
@@ -124,12 +136,14 @@ final class OrtDecoderRunner implements DecoderRunner {
 
         @Override
         public OnnxTensor presentKey(int layer) {
-            return (OnnxTensor) result.get(spec.presentKey(layer)).get();
+            OnnxTensor t = pinned.get(spec.presentKey(layer));
+            return t != null ? t : (OnnxTensor) result.get(spec.presentKey(layer)).get();
         }
 
         @Override
         public OnnxTensor presentValue(int layer) {
-            return (OnnxTensor) result.get(spec.presentValue(layer)).get();
+            OnnxTensor t = pinned.get(spec.presentValue(layer));
+            return t != null ? t : (OnnxTensor) result.get(spec.presentValue(layer)).get();
         }
 
         @Override

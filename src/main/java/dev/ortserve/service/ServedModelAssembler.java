@@ -82,7 +82,7 @@ final class ServedModelAssembler {
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
-                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()));
+                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace());
     }
 
     /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */

@@ -46,7 +46,10 @@ class BuilderExportTest {
                 Arguments.of("defaults (prefix cache on, 16 rows)", d),
                 Arguments.of("4 rows, prefill chunks of 8 tokens", d.withLimits(4, 64, 8)),
                 Arguments.of("8 rows, chunks of 20, no prefix cache", d.withLimits(8, 64, 20).withPrefixCacheBytes(0)),
-                Arguments.of("the server's default rewrites (last-position logits, packed projections), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)));
+                Arguments.of("the server's default rewrites (last-position logits, packed projections), chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE)),
+                Arguments.of("KV in place (defaults otherwise)", d.withKvInPlace(true)),
+                Arguments.of("KV in place, 4 rows, prefill chunks of 8 tokens", d.withLimits(4, 64, 8).withKvInPlace(true)),
+                Arguments.of("KV in place, the server's default rewrites, chunks of 8", d.withLimits(8, 64, 8).withRewrite(DEFAULT_REWRITES, REWRITE_CACHE).withKvInPlace(true)));
     }
 
     static final RewriteOptions DEFAULT_REWRITES = RewriteOptions.defaults(WeightPrecision.MODEL);
