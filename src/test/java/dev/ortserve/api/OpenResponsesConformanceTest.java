@@ -91,4 +91,68 @@ class OpenResponsesConformanceTest extends ApiTest {
         // accepted: stream_options.include_obfuscation (no obfuscation is ever added), prompt_cache_options
         post("/v1/responses", plain + ",\"stream_options\":{\"include_obfuscation\":false},\"prompt_cache_options\":{\"mode\":\"implicit\"}}", 200);
     }
+
+    static final String NAMESPACE = "{\"type\":\"namespace\",\"name\":\"agents\",\"description\":\"Sub-agents.\",\"tools\":["
+            + "{\"type\":\"function\",\"name\":\"spawn\",\"description\":\"Spawn one.\",\"strict\":false,\"parameters\":"
+            + "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}]}";
+
+    @Test
+    void namespaceToolsAreCalledWithTheirNamespace() throws Exception {
+        JsonNode r = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":64,\"tools\":[" + NAMESPACE
+                + "],\"tool_choice\":{\"type\":\"function\",\"name\":\"spawn\"}}", 200);
+        JsonNode call = r.path("output").get(r.path("output").size() - 1);
+        assertEquals("function_call", call.path("type").asText(), r.toString());
+        assertEquals("spawn", call.path("name").asText());
+        assertEquals("agents", call.path("namespace").asText());
+        assertTrue(JSON.readTree(call.path("arguments").asText()).path("n").isIntegralNumber(), call.toString());
+        JsonNode echoed = r.path("tools").get(0);
+        assertEquals("namespace", echoed.path("type").asText());
+        assertTrue(echoed.path("tools").get(0).path("strict").isBoolean());
+
+        // the call and its output given back (Codex sends 'namespace' on the call item)
+        String input = "[{\"role\":\"user\",\"content\":\"Hi\"},{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":\"spawn\","
+                + "\"namespace\":\"agents\",\"arguments\":\"{\\\"n\\\":1}\"},{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"ok\"}]";
+        JsonNode next = post("/v1/responses", "{\"model\":\"tiny\",\"max_output_tokens\":2,\"tools\":[" + NAMESPACE + "],\"input\":" + input + "}", 200);
+        assertEquals("assistant", next.path("output").get(0).path("role").asText(), next.toString());
+        String stream = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"stream\":true,\"max_output_tokens\":64,\"tools\":[" + NAMESPACE
+                + "],\"tool_choice\":\"required\"}").post("/v1/responses").then().statusCode(200).extract().asString();
+        assertTrue(stream.contains("\"namespace\":\"agents\""), stream);
+    }
+
+    static final String CUSTOM = "{\"type\":\"custom\",\"name\":\"code\",\"description\":\"A code.\",\"format\":{\"type\":\"grammar\","
+            + "\"syntax\":\"regex\",\"definition\":\"[a-z]{3}-[0-9]{2}\"}}";
+
+    @Test
+    void customToolCallsCarryTheRawInputUnderTheirRegexGrammar() throws Exception {
+        JsonNode r = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":64,\"tools\":[" + CUSTOM
+                + "],\"tool_choice\":\"required\"}", 200);
+        JsonNode call = r.path("output").get(r.path("output").size() - 1);
+        assertEquals("custom_tool_call", call.path("type").asText(), r.toString());
+        assertEquals("code", call.path("name").asText());
+        assertTrue(call.path("input").asText().matches("[a-z]{3}-[0-9]{2}"), call.toString());
+
+        String stream = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"stream\":true,\"max_output_tokens\":64,\"tools\":[" + CUSTOM
+                + "],\"tool_choice\":\"required\"}").post("/v1/responses").then().statusCode(200).extract().asString();
+        assertTrue(stream.contains("event: response.custom_tool_call_input.done"), stream);
+        assertTrue(stream.contains("event: response.custom_tool_call_input.delta"), stream);
+        assertTrue(!stream.contains("function_call_arguments"), stream);
+
+        String input = "[{\"role\":\"user\",\"content\":\"Hi\"},{\"type\":\"custom_tool_call\",\"call_id\":\"c1\",\"name\":\"code\","
+                + "\"input\":\"abc-12\"},{\"type\":\"custom_tool_call_output\",\"call_id\":\"c1\",\"output\":\"done\"}]";
+        post("/v1/responses", "{\"model\":\"tiny\",\"max_output_tokens\":2,\"tools\":[" + CUSTOM + "],\"input\":" + input + "}", 200);
+
+        // Lark: guidance only, so a forced call to it is refused
+        String lark = "{\"type\":\"custom\",\"name\":\"apply_patch\",\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\","
+                + "\"definition\":\"start: /.+/\"}}";
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[" + lark + "],\"tool_choice\":\"required\"}", 400);
+        assertEquals("tool_choice", error.path("error").path("param").asText());
+        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":2,\"tools\":[" + lark + "]}", 200);
+    }
+
+    @Test
+    void hostedToolsAreRefusedNamingCodexSetting() throws Exception {
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[{\"type\":\"web_search\",\"external_web_access\":false}]}", 400);
+        assertEquals("tools[0].type", error.path("error").path("param").asText());
+        assertTrue(error.path("error").path("message").asText().contains("web_search = \"disabled\""), error.toString());
+    }
 }

@@ -37,6 +37,8 @@ public final class ResponseInputItem extends OneOf {
                 case "message" -> ResponseInputMessage.class;
                 case "function_call" -> ResponseFunctionCallItem.class;
                 case "function_call_output" -> ResponseFunctionCallOutputItem.class;
+                case "custom_tool_call" -> dev.ortserve.api.model.ResponseCustomToolCallItem.class;
+                case "custom_tool_call_output" -> dev.ortserve.api.model.ResponseCustomToolCallOutputItem.class;
                 case "reasoning" -> ResponseReasoningItem.class;
                 case "item_reference" -> ResponseItemReference.class;
                 case "compaction" -> dev.ortserve.api.model.ResponseCompactionItem.class;
@@ -44,7 +46,7 @@ public final class ResponseInputItem extends OneOf {
             };
             if (member == null) {
                 return UnionReader.fail(ctxt, ResponseInputItem.class, "unsupported input item type '" + t
-                        + "' (supported: message, function_call, function_call_output, reasoning, item_reference, compaction)");
+                        + "' (supported: message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, item_reference, compaction)");
             }
             return new ResponseInputItem(UnionReader.value(ctxt, node, member));
         }

@@ -31,6 +31,8 @@ public final class ResponseStoredItem extends OneOf {
                         && node.has("status") ? ResponseOutputMessage.class : ResponseInputMessage.class;
                 case "function_call" -> ResponseFunctionCallItem.class;
                 case "function_call_output" -> ResponseFunctionCallOutputItem.class;
+                case "custom_tool_call" -> dev.ortserve.api.model.ResponseCustomToolCallItem.class;
+                case "custom_tool_call_output" -> dev.ortserve.api.model.ResponseCustomToolCallOutputItem.class;
                 case "reasoning" -> ResponseReasoningItem.class;
                 default -> null;
             };

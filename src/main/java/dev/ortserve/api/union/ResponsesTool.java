@@ -10,7 +10,7 @@ import dev.ortserve.api.model.ResponsesHostedTool;
 
 import java.io.IOException;
 
-/** A Responses tool: a function tool, or a hosted tool (parsed so that it can be refused by name). */
+/** A Responses tool: a function, namespace or custom tool, or a hosted tool (parsed so that it can be refused by name). */
 @JsonDeserialize(using = ResponsesTool.Reader.class)
 public final class ResponsesTool extends OneOf {
 
@@ -26,8 +26,17 @@ public final class ResponsesTool extends OneOf {
             if (type == null || !type.isTextual()) {
                 return UnionReader.fail(ctxt, ResponsesTool.class, "each tool must be an object with a string 'type'");
             }
-            if (type.textValue().equals("function")) {
-                return new ResponsesTool(UnionReader.value(ctxt, node, ResponsesFunctionTool.class));
+            switch (type.textValue()) {
+                case "function" -> {
+                    return new ResponsesTool(UnionReader.value(ctxt, node, ResponsesFunctionTool.class));
+                }
+                case "namespace" -> {
+                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.api.model.ResponsesNamespaceTool.class));
+                }
+                case "custom" -> {
+                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.api.model.ResponsesCustomTool.class));
+                }
+                default -> { }
             }
             // Hosted tools carry many fields we never read: keep only the type, which is all the server needs to refuse them.
             ResponsesHostedTool hosted = new ResponsesHostedTool();

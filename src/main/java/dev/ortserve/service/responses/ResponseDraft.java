@@ -39,6 +39,7 @@ final class ResponseDraft {
     private String reasoningId;
     private String messageId;
     private final List<String[]> callIds = new ArrayList<>();
+    private ResponseTools tools = ResponseTools.NONE;
 
     /** The sampling values the response reports: what the engine used, defaults included. */
     record Sampling(double temperature, double topP, double presencePenalty, double frequencyPenalty) {
@@ -58,6 +59,17 @@ final class ResponseDraft {
         this.presencePenalty = sampling.presencePenalty();
         this.frequencyPenalty = sampling.frequencyPenalty();
         this.withLogprobs = withLogprobs;
+    }
+
+    /** The request's tools, to map the model's calls back to function, namespaced function and custom tool calls. */
+    void tools(ResponseTools tools) {
+        this.tools = tools;
+    }
+
+    /** True when the template function {@code templateName} stands for a custom tool. */
+    boolean customTool(String templateName) {
+        ResponseTools.Tool tool = tools.called(templateName);
+        return tool != null && tool.custom();
     }
 
     /** The response this one continues, or null. */
@@ -156,10 +168,42 @@ final class ResponseDraft {
         return node;
     }
 
+    /**
+     * The output item of the k-th call to template function {@code name}: a {@code function_call}
+     * (with its {@code namespace} for a namespaced function), or a {@code custom_tool_call} whose
+     * {@code input} is the raw text the model wrote.
+     */
     ObjectNode callItem(int k, String name, String arguments, String status) {
         String[] ids = callIds(k);
-        return mapper.createObjectNode().put("type", "function_call").put("id", ids[0]).put("call_id", ids[1])
-                .put("name", name).put("arguments", arguments).put("status", status);
+        ResponseTools.Tool tool = tools.called(name);
+        if (tool != null && tool.custom()) {
+            ObjectNode item = mapper.createObjectNode().put("type", "custom_tool_call").put("id", ids[0]).put("call_id", ids[1])
+                    .put("name", tool.name()).put("input", customInput(arguments));
+            item.put("status", status);
+            return item;
+        }
+        ObjectNode item = mapper.createObjectNode().put("type", "function_call").put("id", ids[0]).put("call_id", ids[1])
+                .put("name", tool == null ? name : tool.name());
+        if (tool != null && tool.namespace() != null) item.put("namespace", tool.namespace());
+        return item.put("arguments", arguments).put("status", status);
+    }
+
+    /** The own name of template function {@code name} (a namespaced function's name without its namespace). */
+    String callName(String name) {
+        ResponseTools.Tool tool = tools.called(name);
+        return tool == null ? name : tool.name();
+    }
+
+    /** A custom tool's raw input: the 'input' string of the arguments the model wrote, or those arguments as they are. */
+    String customInput(String arguments) {
+        if (arguments == null || arguments.isEmpty()) return "";
+        try {
+            JsonNode args = mapper.readTree(arguments);
+            if (args != null && args.path(ResponseTools.CUSTOM_INPUT).isTextual()) return args.get(ResponseTools.CUSTOM_INPUT).asText();
+        } catch (Exception notJson) {
+            // an unfinished or free-form call: its text is the input
+        }
+        return arguments;
     }
 
     static boolean terminal(String status) {
@@ -261,6 +305,20 @@ final class ResponseDraft {
             t.set("parameters", mapper.valueToTree(f.getParameters() == null ? java.util.Map.of("type", "object", "properties", java.util.Map.of())
                     : f.getParameters()));
             t.put("strict", Boolean.TRUE.equals(f.getStrict()));
+            return t;
+        }
+        if (tool instanceof dev.ortserve.api.model.ResponsesNamespaceTool ns) {
+            ObjectNode t = mapper.createObjectNode().put("type", "namespace").put("name", ns.getName());
+            t.put("description", ns.getDescription());
+            ArrayNode inner = t.putArray("tools");
+            ns.getTools().forEach(f -> inner.add(toolEcho(f)));
+            return t;
+        }
+        if (tool instanceof dev.ortserve.api.model.ResponsesCustomTool c) {
+            ObjectNode t = mapper.createObjectNode().put("type", "custom").put("name", c.getName());
+            t.put("description", c.getDescription());
+            if (c.getFormat() == null) t.putObject("format").put("type", "text");
+            else t.set("format", mapper.valueToTree(c.getFormat()));
             return t;
         }
         return mapper.valueToTree(tool);

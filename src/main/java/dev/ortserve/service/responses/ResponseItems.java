@@ -8,6 +8,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.api.model.ResponseCompactionItem;
+import dev.ortserve.api.model.ResponseCustomToolCallItem;
+import dev.ortserve.api.model.ResponseCustomToolCallOutputItem;
 import dev.ortserve.api.model.ResponseContentPart;
 import dev.ortserve.api.model.ResponseFunctionCallItem;
 import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
@@ -81,8 +83,19 @@ final class ResponseItems {
                 out.add(message);
             } else if (item instanceof ResponseFunctionCallItem c) {
                 ObjectNode node = mapper.createObjectNode().put("type", "function_call").put("id", idOr(c.getId(), "fc"))
-                        .put("call_id", c.getCallId()).put("name", c.getName()).put("arguments", c.getArguments()).put("status", "completed");
+                        .put("call_id", c.getCallId()).put("name", c.getName());
+                if (c.getNamespace() != null && !c.getNamespace().isEmpty()) node.put("namespace", c.getNamespace());
+                node.put("arguments", c.getArguments()).put("status", "completed");
                 out.add(node);
+            } else if (item instanceof ResponseCustomToolCallItem c) {
+                ObjectNode node = mapper.createObjectNode().put("type", "custom_tool_call").put("id", idOr(c.getId(), "ctc"))
+                        .put("call_id", c.getCallId()).put("name", c.getName());
+                if (c.getNamespace() != null && !c.getNamespace().isEmpty()) node.put("namespace", c.getNamespace());
+                node.put("input", c.getInput()).put("status", "completed");
+                out.add(node);
+            } else if (item instanceof ResponseCustomToolCallOutputItem o) {
+                out.add(mapper.createObjectNode().put("type", "custom_tool_call_output").put("id", idOr(o.getId(), "ctco"))
+                        .put("call_id", o.getCallId()).put("output", o.getOutput()).put("status", "completed"));
             } else if (item instanceof ResponseFunctionCallOutputItem o) {
                 out.add(mapper.createObjectNode().put("type", "function_call_output").put("id", idOr(o.getId(), "fco"))
                         .put("call_id", o.getCallId()).put("output", o.getOutput()).put("status", "completed"));
@@ -158,7 +171,7 @@ final class ResponseItems {
                     }
                     out.add(m);
                 }
-                case "function_call" -> {
+                case "function_call", "custom_tool_call" -> {
                     if (openAssistant == null) {
                         openAssistant = new LinkedHashMap<>();
                         openAssistant.put("role", "assistant");
@@ -170,15 +183,23 @@ final class ResponseItems {
                     @SuppressWarnings("unchecked")
                     List<Map<String, Object>> calls = (List<Map<String, Object>>) openAssistant.computeIfAbsent("tool_calls", k -> new ArrayList<>());
                     Map<String, Object> function = new LinkedHashMap<>();
-                    function.put("name", item.path("name").asText());
-                    function.put("arguments", arguments(item.path("arguments").asText()));
+                    // as the template was given the tools: a namespaced function under namespace.name, a custom tool's input as 'input'
+                    String namespace = item.path("namespace").isTextual() ? item.path("namespace").asText() : null;
+                    function.put("name", ResponseTools.templateName(item.path("name").asText(), namespace));
+                    if (item.path("type").asText().equals("custom_tool_call")) {
+                        Map<String, Object> input = new LinkedHashMap<>();
+                        input.put(ResponseTools.CUSTOM_INPUT, item.path("input").asText());
+                        function.put("arguments", input);
+                    } else {
+                        function.put("arguments", arguments(item.path("arguments").asText()));
+                    }
                     Map<String, Object> call = new LinkedHashMap<>();
                     call.put("id", item.path("call_id").asText());
                     call.put("type", "function");
                     call.put("function", function);
                     calls.add(call);
                 }
-                case "function_call_output" -> {
+                case "function_call_output", "custom_tool_call_output" -> {
                     Map<String, Object> m = new LinkedHashMap<>();
                     m.put("role", "tool");
                     m.put("tool_call_id", item.path("call_id").asText());

@@ -335,6 +335,8 @@ public final class ResponseRun {
                     StreamedCall call = calls.get(d.callIndex());
                     if (call.done) continue;
                     call.arguments.append(d.arguments());
+                    // a custom tool's input is the 'input' string inside the arguments: sent whole once the call is complete
+                    if (draft.customTool(call.name)) continue;
                     out.append(event("response.function_call_arguments.delta", at(call.outputIndex, draft.callIds(call.k)[0])
                             .put("delta", d.arguments())));
                 }
@@ -389,8 +391,16 @@ public final class ResponseRun {
             if (call.done) return;
             call.done = true;
             String arguments = call.arguments.toString();
+            if (draft.customTool(call.name)) {
+                String input = draft.customInput(arguments);
+                String itemId = draft.callIds(call.k)[0];
+                if (!input.isEmpty()) out.append(event("response.custom_tool_call_input.delta", at(call.outputIndex, itemId).put("delta", input)));
+                out.append(event("response.custom_tool_call_input.done", at(call.outputIndex, itemId).put("input", input)));
+                out.append(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
+                return;
+            }
             out.append(event("response.function_call_arguments.done", at(call.outputIndex, draft.callIds(call.k)[0])
-                    .put("name", call.name).put("arguments", arguments)));
+                    .put("name", draft.callName(call.name)).put("arguments", arguments)));
             out.append(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
         }
 

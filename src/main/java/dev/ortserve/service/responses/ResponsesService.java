@@ -10,9 +10,6 @@ import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
-import dev.ortserve.api.model.ResponsesFunctionTool;
-import dev.ortserve.api.model.ResponsesHostedTool;
-import dev.ortserve.api.union.ResponsesTool;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.SamplingParams;
@@ -151,16 +148,8 @@ public class ResponsesService {
             throw new UnsupportedParameterException("context_management", "'context_management' (server-side compaction) is not supported "
                     + "by this server: compact with POST /v1/responses/compact and send its item as input.");
         }
-        boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
-        if (hasTools) {
-            for (int i = 0; i < req.getTools().size(); i++) {
-                ResponsesTool tool = req.getTools().get(i);
-                if (tool.is(ResponsesHostedTool.class)) {
-                    throw new UnsupportedParameterException("tools[" + i + "].type", "Hosted tools ('" + tool.as(ResponsesHostedTool.class).getType()
-                            + "') are not available on this server; only 'function' tools are supported.");
-                }
-            }
-        }
+        // hosted tools, malformed custom formats and duplicate names are refused here, before any model work
+        boolean hasTools = !ResponseTools.of(req.getTools()).isEmpty();
         ToolChoice choice = req.getToolChoice();
         // tool_choice none: the tools still reach the template, the output is never parsed
         if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
@@ -221,18 +210,14 @@ public class ResponsesService {
                     false), owner, inputArray, conversation);
         }
 
-        boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
-        List<Map<String, Object>> tools = hasTools ? templateTools(req.getTools()) : null;
-        Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
-        if (hasTools) {
-            for (ResponsesTool t : req.getTools()) {
-                ResponsesFunctionTool f = t.as(ResponsesFunctionTool.class);
-                schemas.put(f.getName(), f.getParameters() == null ? Map.of() : f.getParameters());
-            }
-        }
+        ResponseTools requestTools = ResponseTools.of(req.getTools());
+        boolean hasTools = !requestTools.isEmpty();
+        List<Map<String, Object>> tools = hasTools ? requestTools.templateTools() : null;
+        Map<String, Map<String, Object>> schemas = requestTools.schemas();
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
-        ChatTurn turn = chatTurns.prepare(new ChatTurnRequest(tools, schemas, toolChoice(choice),
-                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
+        String forced = choice == ToolChoice.Mode.FUNCTION ? forcedName(requestTools, schemas, req.getToolChoice().functionName()) : null;
+        if (hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) requestTools.checkForcedCall(forced);
+        ChatTurn turn = chatTurns.prepare(new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req)));
         OutputParsers parsers = turn.parsers();
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
@@ -248,6 +233,7 @@ public class ResponsesService {
         SamplingParams sampling = call.sampling();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
+        draft.tools(requestTools);
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
         return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
@@ -329,20 +315,17 @@ public class ResponsesService {
         }
     }
 
-    private List<Map<String, Object>> templateTools(List<ResponsesTool> tools) {
-        List<Map<String, Object>> out = new ArrayList<>();
-        for (ResponsesTool t : tools) {
-            ResponsesFunctionTool f = t.as(ResponsesFunctionTool.class);
-            Map<String, Object> function = new LinkedHashMap<>();
-            function.put("name", f.getName());
-            if (f.getDescription() != null) function.put("description", f.getDescription());
-            function.put("parameters", f.getParameters() == null ? Map.of("type", "object", "properties", Map.of()) : f.getParameters());
-            Map<String, Object> tool = new LinkedHashMap<>();
-            tool.put("type", "function");
-            tool.put("function", function);
-            out.add(tool);
+    /** The template name a named tool_choice forces: the name itself, or the one namespaced function of that name. */
+    private static String forcedName(ResponseTools tools, Map<String, Map<String, Object>> schemas, String name) {
+        if (name == null || schemas.containsKey(name)) return name;
+        String found = null;
+        for (String templateName : schemas.keySet()) {
+            if (templateName.endsWith("." + name)) {
+                if (found != null) return name; // ambiguous: refused by the grammar as not in 'tools'
+                found = templateName;
+            }
         }
-        return out;
+        return found == null ? name : found;
     }
 
     // ------------------------------------------------------------------ reads
