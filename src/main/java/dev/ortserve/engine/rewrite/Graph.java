@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -110,6 +111,34 @@ final class Graph {
             graph.removeInitializer(i); // (a computed tensor stays computable: another may be computed from it)
             // an input without its initializer would become required
             for (int j = graph.getInputCount() - 1; j >= 0; j--) if (graph.getInput(j).getName().equals(name)) graph.removeInput(j);
+        }
+    }
+
+    /**
+     * Drops those of {@code candidates} that are initializers nothing reads any more: no node of the graph or of
+     * its subgraphs (an If's branches read outer initializers), no output. onnxruntime would drop them too, with a
+     * warning per initializer at every session start.
+     */
+    void removeInitializersIfUnread(Set<String> candidates) {
+        if (candidates.isEmpty()) return;
+        Set<String> read = new HashSet<>();
+        for (var o : graph.getOutputList()) read.add(o.getName());
+        collectReads(graph.getNodeList(), read);
+        for (int i = graph.getInitializerCount() - 1; i >= 0; i--) {
+            String name = graph.getInitializer(i).getName();
+            if (!candidates.contains(name) || read.contains(name)) continue;
+            graph.removeInitializer(i);
+            for (int j = graph.getInputCount() - 1; j >= 0; j--) if (graph.getInput(j).getName().equals(name)) graph.removeInput(j);
+        }
+    }
+
+    private static void collectReads(List<NodeProto> nodes, Set<String> read) {
+        for (NodeProto n : nodes) {
+            read.addAll(n.getInputList());
+            for (AttributeProto a : n.getAttributeList()) {
+                if (a.hasG()) collectReads(a.getG().getNodeList(), read);
+                for (var sub : a.getGraphsList()) collectReads(sub.getNodeList(), read);
+            }
         }
     }
 

@@ -25,6 +25,7 @@ final class RmsNormFusion {
     /** Fuses every match; returns how many. */
     static int apply(Graph g) throws IOException {
         int fused = 0;
+        Set<String> released = new HashSet<>();
         for (int i = 0; i < g.graph.getNodeCount(); i++) {
             NodeProto outMul = g.graph.getNode(i);
             if (!outMul.getOpType().equals("Mul") || outMul.getInputCount() != 2) continue;
@@ -39,12 +40,15 @@ final class RmsNormFusion {
             for (int j = g.graph.getNodeCount() - 1; j >= 0; j--) {
                 NodeProto n = g.graph.getNode(j);
                 if (m.nodes.contains(n.getName()) && n.getOutputList().stream().allMatch(o -> g.consumers(o) == 0)) {
+                    released.addAll(n.getInputList());
                     g.graph.removeNode(j);
                     if (j < i) i--;
                 }
             }
             fused++;
         }
+        // the constants the removed nodes read (epsilon, the exponent 2, ReduceMean's axes, the 1 of 1/x) where nothing else does
+        g.removeInitializersIfUnread(released);
         return fused;
     }
 
