@@ -25,6 +25,7 @@ import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -111,6 +112,23 @@ class StreamingLoadTest {
         assertTrue(all - quantized <= 2 * 2048 * 8 * 4 + 4096, "besides them, the rotary caches and small constants only: " + fresh);
         assertTrue(Files.size(entry.resolve("model.onnx.data")) <= all + 4096L * (fresh.size() + 1), "the entry's data file holds nothing else");
         assertTrue(quantized < 0.3 * floatWeights);
+    }
+
+    @Test
+    void aQuantizedModelThatCannotBeMadeStopsTheStartNamingTheSettingWhereAGraphOnlyRewriteFallsBack() throws Exception {
+        Path notADirectory = Files.writeString(dir.resolve("cache-is-a-file"), "x"); // the rewrite cannot write its entry
+        ModelLoadException e = assertThrows(ModelLoadException.class, () -> ModelLoader.load(external,
+                EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.INT4), notADirectory)));
+        assertTrue(e.getMessage().startsWith("ORTSERVE_ENGINE_WEIGHT_PRECISION=int4: cannot make the int4 model"), e.getMessage());
+        assertTrue(e.getMessage().contains("ORTSERVE_ENGINE_WEIGHT_PRECISION=model"), e.getMessage());
+        // an exact rewrite loses nothing the user asked for: the exported graph is served
+        EngineOptions exact = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), notADirectory);
+        ModelLoader.resetSessionAccounting();
+        try (LoadedModel model = ModelLoader.load(external, exact)) {
+            assertEquals(List.of(), model.rewrites());
+            assertEquals(1, ModelLoader.sessionsOpenAtMost());
+            assertEquals(plain, GraphRewriteTest.greedy(model, exact, GraphRewriteTest.prompts(model), 16));
+        }
     }
 
     private static Path onlyEntry(Path cache) throws IOException {

@@ -27,7 +27,7 @@ import java.util.Map;
  * Reads an ONNX model with its external data (tensors stored beside the model file, as exports of
  * models over 2 GB and most onnx-community files do) without copying weights into the Java heap:
  * the model file is mapped and parsed with aliasing (inline tensors stay views of the mapping), an
- * external tensor is a mapped view of its region of the data file. Writes a rewritten model whose
+ * external tensor is read when a rewrite needs its values (one at a time). Writes a rewritten model whose
  * unchanged external tensors keep pointing at the source's data files (hard-linked into the output
  * directory, so nothing is copied) and whose new tensors go, one at a time, to one new data file.
  */
@@ -90,15 +90,23 @@ final class OnnxModelFile {
         return data;
     }
 
-    /** The raw little-endian bytes of a tensor, from the model itself or (mapped, not copied) its external data file. */
+    /** The raw little-endian bytes of a tensor, from the model itself (a view) or its external data file. */
     static ByteString raw(TensorProto t, Path modelDir) throws IOException {
         External x = external(t);
         if (x != null) {
             Path data = dataFile(t, x.location(), modelDir);
+            // read, not mapped: a mapping stays resident (and counted in the process's RSS) until the
+            // collector finds its buffer, which for a rewrite that reads every weight once is the whole file
             try (FileChannel ch = FileChannel.open(data, StandardOpenOption.READ)) {
                 long length = x.length() < 0 ? ch.size() - x.offset() : x.length();
                 if (x.offset() + length > ch.size()) throw new IOException("tensor " + t.getName() + " runs past the end of " + data);
-                return UnsafeByteOperations.unsafeWrap(ch.map(FileChannel.MapMode.READ_ONLY, x.offset(), length));
+                ByteBuffer b = ByteBuffer.allocate(Math.toIntExact(length));
+                for (long at = x.offset(); b.hasRemaining(); ) {
+                    int n = ch.read(b, at);
+                    if (n < 0) throw new IOException("tensor " + t.getName() + ": unexpected end of " + data);
+                    at += n;
+                }
+                return UnsafeByteOperations.unsafeWrap(b.flip());
             }
         }
         if (!t.getRawData().isEmpty()) return t.getRawData();
@@ -110,7 +118,7 @@ final class OnnxModelFile {
         return ByteString.EMPTY;
     }
 
-    /** A float32 tensor's values as a view (of the mapped file, for external data). */
+    /** A float32 tensor's values as a view. */
     static FloatBuffer floatView(TensorProto t, Path modelDir) throws IOException {
         return raw(t, modelDir).asReadOnlyByteBuffer().order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
     }
