@@ -155,4 +155,14 @@ class OpenResponsesConformanceTest extends ApiTest {
         assertEquals("tools[0].type", error.path("error").path("param").asText());
         assertTrue(error.path("error").path("message").asText().contains("web_search = \"disabled\""), error.toString());
     }
+
+    @Test
+    void encryptedReasoningIsIncludedAndAChangedItemRefused() throws Exception {
+        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":2,\"store\":false,"
+                + "\"include\":[\"reasoning.encrypted_content\"]}", 200);
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"max_output_tokens\":2,\"input\":[{\"role\":\"user\",\"content\":\"Hi\"},"
+                + "{\"type\":\"reasoning\",\"summary\":[],\"encrypted_content\":\"v1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}]}", 400);
+        assertEquals("input[1].encrypted_content", error.path("error").path("param").asText());
+        assertEquals("invalid_encrypted_content", error.path("error").path("code").asText());
+    }
 }

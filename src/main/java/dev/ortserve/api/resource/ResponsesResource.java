@@ -84,8 +84,8 @@ public class ResponsesResource implements ResponsesApi {
     private static void checkInclude(List<Includable> include) {
         if (include == null) return;
         for (int i = 0; i < include.size(); i++) {
-            if (include.get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
-                throw ApiException.unsupported("include[" + i + "]", "'" + include.get(i) + "' cannot be included: this server does not produce encrypted reasoning.");
+            if (include.get(i) == null) {
+                throw ApiException.invalidRequest("include[" + i + "]", "'include' values must be one of: message.output_text.logprobs, reasoning.encrypted_content.");
             }
         }
     }

@@ -16,7 +16,7 @@ import java.security.SecureRandom;
 import java.util.Base64;
 
 /**
- * Seals compaction items: AES-256-GCM with a key derived (SHA-256) from {@code ortserve.compaction-key},
+ * Seals compaction items and encrypted reasoning: AES-256-GCM with a key derived (SHA-256) from {@code ortserve.compaction-key},
  * the owner (API key digest) as associated data, so an item opens only on a replica that shares the
  * key and only for the API key that made it; any change to it fails authentication.
  */
@@ -26,6 +26,7 @@ public class CompactionSeal {
     private static final Logger LOG = Logger.getLogger(CompactionSeal.class);
     private static final String VERSION = "v1.";
     private static final SecureRandom RANDOM = new SecureRandom();
+
 
     @Inject
     OrtserveConfig config;
@@ -75,6 +76,17 @@ public class CompactionSeal {
             throw new IllegalStateException("AES-GCM is not available", e);
         }
     }
+
+    /** Reasoning text for {@code include: ["reasoning.encrypted_content"]}: sealed apart from compaction items (another associated data). */
+    String sealReasoning(String text, String owner) {
+        return seal(text, REASONING + owner);
+    }
+
+    String openReasoning(String encrypted, String owner) throws Unreadable {
+        return open(encrypted, REASONING + owner);
+    }
+
+    private static final String REASONING = "reasoning\u0000";
 
     String open(String encrypted, String owner) throws Unreadable {
         if (encrypted == null || !encrypted.startsWith(VERSION)) throw new Unreadable("not a compaction item of this server");

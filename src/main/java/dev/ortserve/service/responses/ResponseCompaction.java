@@ -62,7 +62,31 @@ public class ResponseCompaction {
 
     /** Opens compaction items sent as input by this owner; a tampered or foreign item is a 400 on {@code param}. */
     ResponseItems.Compactions opener(String owner) {
-        return (encrypted, param) -> {
+        return new ResponseItems.Compactions() {
+            @Override
+            public List<ObjectNode> open(String encrypted, String param) {
+                return openCompaction(owner, encrypted, param);
+            }
+
+            @Override
+            public String openReasoning(String encrypted, String param) {
+                try {
+                    return seal.openReasoning(encrypted, owner);
+                } catch (CompactionSeal.Unreadable e) {
+                    throw new InvalidRequestException(param, "This reasoning item's encrypted_content cannot be used: " + e.getMessage()
+                            + ". Send it exactly as this server returned it, with the same API key.", "invalid_encrypted_content");
+                }
+            }
+        };
+    }
+
+    /** The items a reasoning item's text is sealed for: what {@code include: ["reasoning.encrypted_content"]} puts on reasoning items. */
+    java.util.function.UnaryOperator<String> reasoningSealer(String owner) {
+        return text -> seal.sealReasoning(text, owner);
+    }
+
+    private List<ObjectNode> openCompaction(String owner, String encrypted, String param) {
+        {
             String plain;
             try {
                 plain = seal.open(encrypted, owner);
@@ -85,7 +109,7 @@ public class ResponseCompaction {
             } catch (IOException e) {
                 throw new IllegalStateException("a sealed compaction payload is not JSON", e);
             }
-        };
+        }
     }
 
     private ObjectNode summaryMessage(String summary) {

@@ -40,6 +40,7 @@ final class ResponseDraft {
     private String messageId;
     private final List<String[]> callIds = new ArrayList<>();
     private ResponseTools tools = ResponseTools.NONE;
+    private java.util.function.UnaryOperator<String> reasoningSealer;
 
     /** The sampling values the response reports: what the engine used, defaults included. */
     record Sampling(double temperature, double topP, double presencePenalty, double frequencyPenalty) {
@@ -64,6 +65,11 @@ final class ResponseDraft {
     /** The request's tools, to map the model's calls back to function, namespaced function and custom tool calls. */
     void tools(ResponseTools tools) {
         this.tools = tools;
+    }
+
+    /** include reasoning.encrypted_content: finished reasoning items carry their text sealed (to be given back as input). */
+    void sealReasoning(java.util.function.UnaryOperator<String> sealer) {
+        this.reasoningSealer = sealer;
     }
 
     /** True when the template function {@code templateName} stands for a custom tool. */
@@ -129,6 +135,7 @@ final class ResponseDraft {
         item.putArray("summary");
         ArrayNode content = item.putArray("content");
         if (text != null) content.addObject().put("type", "reasoning_text").put("text", text);
+        if (text != null && reasoningSealer != null) item.put("encrypted_content", reasoningSealer.apply(text));
         item.put("status", status);
         return item;
     }

@@ -50,6 +50,9 @@ final class ResponseItems {
     /** Opens a compaction item into the items it stands for (a summary message, then the turns kept verbatim). */
     interface Compactions {
         List<ObjectNode> open(String encryptedContent, String param);
+
+        /** The reasoning text an {@code encrypted_content} of a reasoning item holds; a 400 on {@code param} when it does not open. */
+        String openReasoning(String encryptedContent, String param);
     }
 
     List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references, Compactions compactions) {
@@ -100,12 +103,17 @@ final class ResponseItems {
                 out.add(mapper.createObjectNode().put("type", "function_call_output").put("id", idOr(o.getId(), "fco"))
                         .put("call_id", o.getCallId()).put("output", o.getOutput()).put("status", "completed"));
             } else if (item instanceof ResponseReasoningItem r) {
-                if (r.getEncryptedContent() != null) {
-                    throw new UnsupportedParameterException(param + ".encrypted_content", "Encrypted reasoning content is not supported by this server.");
-                }
                 ObjectNode node = mapper.createObjectNode().put("type", "reasoning").put("id", idOr(r.getId(), "rs"));
                 node.set("summary", mapper.valueToTree(r.getSummary() == null ? List.of() : r.getSummary()));
-                node.set("content", mapper.valueToTree(r.getContent() == null ? List.of() : r.getContent()));
+                if (r.getEncryptedContent() != null) {
+                    // the reasoning this server sealed (include: reasoning.encrypted_content) is restored for the template
+                    String text = compactions.openReasoning(r.getEncryptedContent(), param + ".encrypted_content");
+                    ArrayNode content = node.putArray("content");
+                    if (!text.isEmpty()) content.addObject().put("type", "reasoning_text").put("text", text);
+                    node.put("encrypted_content", r.getEncryptedContent());
+                } else {
+                    node.set("content", mapper.valueToTree(r.getContent() == null ? List.of() : r.getContent()));
+                }
                 out.add(node);
             } else if (item instanceof ResponseCompactionItem c) {
                 out.addAll(compactions.open(c.getEncryptedContent(), param + ".encrypted_content"));

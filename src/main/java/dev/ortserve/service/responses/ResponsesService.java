@@ -115,14 +115,6 @@ public class ResponsesService {
         if (req.getText() != null && req.getText().getVerbosity() != null) {
             throw new UnsupportedParameterException("text.verbosity", "'text.verbosity' is not supported by this server.");
         }
-        if (req.getInclude() != null) {
-            for (int i = 0; i < req.getInclude().size(); i++) {
-                if (req.getInclude().get(i) != Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS) {
-                    throw new UnsupportedParameterException("include[" + i + "]", "'" + req.getInclude().get(i)
-                            + "' cannot be included: this server does not produce encrypted reasoning.");
-                }
-            }
-        }
         if (req.getMetadata() != null) {
             for (Map.Entry<String, String> e : req.getMetadata().entrySet()) {
                 if (e.getKey().length() > METADATA_KEY_MAX) {
@@ -222,7 +214,7 @@ public class ResponsesService {
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
         var model = host.model();
-        boolean logprobs = req.getInclude() != null && !req.getInclude().isEmpty();
+        boolean logprobs = req.getInclude() != null && req.getInclude().contains(Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS);
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
@@ -234,6 +226,9 @@ public class ResponsesService {
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         draft.tools(requestTools);
+        if (req.getInclude() != null && req.getInclude().contains(Includable.REASONING_ENCRYPTED_CONTENT)) {
+            draft.sealReasoning(compaction.reasoningSealer(owner));
+        }
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
         return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
