@@ -158,17 +158,17 @@ public class GenerationModelHost {
     }
 
     /** The model's tool-call parser (configured or detected), or null when tool calling is off. */
-    public dev.ortserve.service.parse.ToolCallParser toolCallParser() {
+    public dev.ortserve.parse.ToolCallParser toolCallParser() {
         return served().toolCallParser();
     }
 
     /** The model's reasoning parser (configured or detected), or null. */
-    public dev.ortserve.service.parse.ReasoningParser reasoningParser() {
+    public dev.ortserve.parse.ReasoningParser reasoningParser() {
         return served().reasoningParser();
     }
 
     /** The parsers chosen at startup and where each choice came from. */
-    public dev.ortserve.service.parse.ParserSelection parsers() {
+    public dev.ortserve.parse.ParserSelection parsers() {
         return served().parsers();
     }
 

@@ -2,9 +2,9 @@ package dev.ortserve.service;
 
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.service.parse.ParserSelection;
-import dev.ortserve.service.parse.ReasoningParser;
-import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.parse.ParserSelection;
+import dev.ortserve.parse.ReasoningParser;
+import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 
 /**

@@ -9,8 +9,8 @@ import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.ModelLoader;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
-import dev.ortserve.service.parse.ParserSelection;
-import dev.ortserve.service.parse.Parsers;
+import dev.ortserve.parse.ParserSelection;
+import dev.ortserve.parse.Parsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.quarkus.runtime.configuration.MemorySize;
 import org.jboss.logging.Logger;
@@ -53,7 +53,7 @@ final class ServedModelAssembler {
         try {
             String template = chatTemplate(model);
             ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
-                    new dev.ortserve.service.prompt.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
+                    new dev.ortserve.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
             chatPrompts.probe();
             ParserSelection parsers = ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
                     new ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));

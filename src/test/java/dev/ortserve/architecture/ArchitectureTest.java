@@ -7,12 +7,15 @@ import com.tngtech.archunit.lang.ArchRule;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import static com.tngtech.archunit.base.DescribedPredicate.not;
+import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideInAPackage;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 
 /**
  * The layering of docs/architecture.md, checked on the compiled main classes (every dependency:
  * imports, fully qualified names, method calls, field types). Each arrow points one way:
- * api -> service -> engine / embedding / store / hub.
+ * api -> service -> engine / embedding / store / hub; the self-contained libraries (hub, jinja, parse,
+ * engine.rewrite) import nothing of the app.
  */
 class ArchitectureTest {
 
@@ -99,6 +102,24 @@ class ArchitectureTest {
         noClasses().that().resideInAPackage("dev.ortserve.hub..")
                 .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api..", "dev.ortserve.service..", "dev.ortserve.engine..",
                         "dev.ortserve.embedding..", "dev.ortserve.store..", "dev.ortserve.config..")
+                .check(classes);
+    }
+
+    @Test
+    void theJinjaInterpreterImportsNothingOfOrtserve() {
+        selfContained("dev.ortserve.jinja");
+    }
+
+    @Test
+    void theOutputParsersImportNothingOfOrtserve() {
+        selfContained("dev.ortserve.parse");
+    }
+
+    /** A library lifted out of the app: its classes depend on nothing of dev.ortserve outside their own package tree. */
+    private static void selfContained(String library) {
+        noClasses().that().resideInAPackage(library + "..")
+                .should().dependOnClassesThat(resideInAPackage("dev.ortserve..").and(not(resideInAPackage(library + ".."))))
+                .because(library + " is a self-contained library: the app uses it, never the other way round")
                 .check(classes);
     }
 }

@@ -1,8 +1,8 @@
 package dev.ortserve.bench;
 
-import dev.ortserve.service.parse.ChatDeltaStream;
-import dev.ortserve.service.parse.OutputParsers;
-import dev.ortserve.service.parse.Parsers;
+import dev.ortserve.parse.ChatDeltaStream;
+import dev.ortserve.parse.OutputParsers;
+import dev.ortserve.parse.Parsers;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 

@@ -5,7 +5,7 @@ import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.SamplingRequest;
-import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 
 import java.util.List;

@@ -3,7 +3,7 @@ package dev.ortserve.service.prompt;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
-import dev.ortserve.service.prompt.jinja.Template;
+import dev.ortserve.jinja.Template;
 
 import java.time.Clock;
 import java.util.ArrayList;

@@ -1,8 +1,8 @@
 package dev.ortserve.service.prompt;
 
-import dev.ortserve.service.prompt.jinja.JinjaCallable;
-import dev.ortserve.service.prompt.jinja.Template;
-import dev.ortserve.service.prompt.jinja.TemplateException;
+import dev.ortserve.jinja.JinjaCallable;
+import dev.ortserve.jinja.Template;
+import dev.ortserve.jinja.TemplateException;
 
 import java.time.Clock;
 import java.time.ZonedDateTime;

@@ -12,7 +12,7 @@ import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
-import dev.ortserve.service.parse.ChatOutput;
+import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.store.ResponseIds;
 import dev.ortserve.store.ResponseStore;

@@ -7,8 +7,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.engine.TokenLogprob;
-import dev.ortserve.service.parse.ChatOutput;
-import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.parse.ChatOutput;
+import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.store.ResponseIds;
 
 import java.math.BigDecimal;

@@ -21,7 +21,7 @@ import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
 import dev.ortserve.service.generation.SamplingRequest;
-import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.store.Conversation;
 import dev.ortserve.store.ResponseIds;

@@ -12,7 +12,7 @@ import dev.ortserve.engine.grammar.GrammarTooLargeException;
 import dev.ortserve.engine.grammar.Nfa;
 import dev.ortserve.engine.grammar.TokenVocabulary;
 import dev.ortserve.service.GenerationModelHost;
-import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.parse.ToolCallParser;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 
@@ -61,11 +61,11 @@ public class StructuredOutputs {
 
     /**
      * One call, in the model's tool-call format when it is JSON (hermes, llama3_json; others are
-     * written as llama3_json: see {@link dev.ortserve.service.parse.Parsers#forcedCalls}), to {@code forcedName} or (null) to any of the
+     * written as llama3_json: see {@link dev.ortserve.parse.Parsers#forcedCalls}), to {@code forcedName} or (null) to any of the
      * tools, with arguments valid against that tool's parameters schema.
      */
     public TokenConstraint toolCall(ToolCallParser parser, Map<String, Map<String, Object>> tools, String forcedName, String param) {
-        ToolCallParser forced = dev.ortserve.service.parse.Parsers.forcedCalls(parser);
+        ToolCallParser forced = dev.ortserve.parse.Parsers.forcedCalls(parser);
         String format = forced == null ? null : forced.name();
         if (format == null) {
             throw new UnsupportedParameterException(param, "Forcing a tool call needs a tool-call parser for this model.");

@@ -3,9 +3,9 @@ package dev.ortserve.service.prompt;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.service.prompt.jinja.JinjaCallable;
-import dev.ortserve.service.prompt.jinja.Template;
-import dev.ortserve.service.prompt.jinja.TemplateException;
+import dev.ortserve.jinja.JinjaCallable;
+import dev.ortserve.jinja.Template;
+import dev.ortserve.jinja.TemplateException;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Files;

@@ -3,8 +3,8 @@ package dev.ortserve.service.responses;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.model.CreateResponseRequest;
-import dev.ortserve.service.parse.ChatOutput;
-import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.parse.ChatOutput;
+import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.store.ResponseIds;
 import org.junit.jupiter.api.Test;
 
