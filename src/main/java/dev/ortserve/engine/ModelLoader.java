@@ -177,6 +177,11 @@ public final class ModelLoader {
             result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, alignment == KvAlignment.START, wanted,
                     options.rewriteCache());
             if (result == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+            if (!result.cached()) {
+                // the rewrite's per-tensor buffers are garbage now: give their heap back before the model is mapped,
+                // or the collector keeps it committed (up to a gigabyte at real size) under the session's peak
+                System.gc();
+            }
             candidate = open(env, result.file(), options);
             RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, spec, candidate), wanted);
             String warning = null;
