@@ -261,6 +261,13 @@ public interface OrtserveConfig {
         @WithDefault("false")
         boolean kvInPlace();
 
+        /**
+         * KV budget: a waiting request starts only while the running sequences' KV, each counted at its
+         * prompt + max_tokens positions, fits (it waits otherwise); unset = half of the host's available
+         * memory at start, at most max-sequences rows of the whole context (logged at start).
+         */
+        Optional<MemorySize> kvCacheBytes();
+
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();
 

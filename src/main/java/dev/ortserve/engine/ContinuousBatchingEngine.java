@@ -57,7 +57,14 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         this.spec = model.spec();
         this.options = options;
         this.runner = decorator.decorate(new OrtDecoderRunner(model));
-        this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits());
+        long available = EngineOptions.availableMemory();
+        long kvBudget = options.kvCacheBytes(spec, available);
+        long perToken = PrefixCache.bytesPerToken(spec);
+        this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken);
+        LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)",
+                kvBudget, options.kvCacheBytes() >= 0 ? "ORTSERVE_ENGINE_KV_CACHE_BYTES"
+                        : String.format("default: half of the %d MiB available, at most %d rows of the whole context", available >> 20, options.maxSequences()),
+                perToken, kvBudget / perToken);
         long prefixBytes = options.prefixCacheBytes(spec);
         this.kv = new KvCache(spec, model.environment(), prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null,
                 options.kvInPlace());
@@ -96,6 +103,20 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         return p == null ? null : new PrefixCacheStats(p.bytes(), p.budgetBytes(), p.blocks(), p.lookups(), p.promptTokens(), p.hitTokens(), p.references());
     }
 
+    /** KV bytes reserved by the running sequences now, against {@link #kvBudgetBytes()}. */
+    public long kvReservedBytes() {
+        return scheduler.kvReservedBytes();
+    }
+
+    public long kvBudgetBytes() {
+        return scheduler.kvBudgetBytes();
+    }
+
+    /** Times a waiting request stayed in the queue because the KV budget was taken. */
+    public long kvBudgetWaits() {
+        return scheduler.kvWaits();
+    }
+
     /** Sets who hears about scheduling and steps (metrics). */
     public void listener(EngineListener listener) {
         this.listener = listener == null ? EngineListener.NONE : listener;
@@ -109,7 +130,12 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     @Override
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
         List<Sequence> admitted = new ArrayList<>(requests.size());
-        for (GenerationRequest r : requests) admitted.add(new Sequence(r, model, running::decrementAndGet));
+        for (GenerationRequest r : requests) {
+            admitted.add(new Sequence(r, model, s -> {
+                running.decrementAndGet();
+                scheduler.release(s);
+            }));
+        }
         scheduler.admit(admitted);
         return admitted.stream().map(s -> s.events).toList();
     }

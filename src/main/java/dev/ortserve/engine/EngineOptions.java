@@ -24,21 +24,33 @@ import java.util.OptionalInt;
  *                          buffer per layer as both past and present, so the op writes each new position in
  *                          place and nothing copies the past (see {@link KvCache}); other graphs keep the
  *                          copying path whatever this says
+ * @param kvCacheBytes      the KV budget: a waiting request leaves the queue only while the running sequences'
+ *                          KV, each counted at its prompt plus max_tokens positions, fits in it (it waits
+ *                          otherwise; one request alone always runs); negative = the default for the model
+ *                          ({@link #kvCacheBytes(DecoderSpec, long)})
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
                             long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
-                            boolean kvInPlace) {
+                            boolean kvInPlace, long kvCacheBytes) {
 
     /** onnxruntime's own spin loop: intra-op threads spin until its spin count runs out, however long that is. */
     public static final int SPIN_UNBOUNDED = -1;
 
-    /** KV copied each step (not in place). */
+    /** The default KV budget. */
+    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
+                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros, boolean kvInPlace) {
+        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
+                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, -1);
+    }
+
+    /** KV copied each step (not in place), the default KV budget. */
     public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                          int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
                          long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros) {
         this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, false);
+                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, false, -1);
     }
 
     /** Without intra-op spinning. */
@@ -62,41 +74,71 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
     }
 
     /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
     public EngineOptions withIntraOpSpinMicros(int micros) {
         if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes);
     }
 
     /** Decode steps of GroupQueryAttention graphs write KV in place ({@code true}) or copy the past ({@code false}). */
     public EngineOptions withKvInPlace(boolean inPlace) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes);
+    }
+
+    /** @param bytes the KV budget; negative: the default for the model ({@link #kvCacheBytes(DecoderSpec, long)}) */
+    public EngineOptions withKvCacheBytes(long bytes) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes);
+    }
+
+    /**
+     * The KV budget for this model: as configured, or half of {@code availableBytes} (the host's
+     * available memory at start), at most what max-sequences rows of the whole context take.
+     */
+    public long kvCacheBytes(DecoderSpec spec, long availableBytes) {
+        if (kvCacheBytes >= 0) return kvCacheBytes;
+        long full = PrefixCache.bytesPerToken(spec) * maxSequences * (long) spec.maxModelLen();
+        return Math.max(PrefixCache.bytesPerToken(spec), Math.min(full, availableBytes / 2));
+    }
+
+    /** Bytes of memory available on this host now (Linux: MemAvailable), or the JVM's view of free physical memory. */
+    public static long availableMemory() {
+        try {
+            for (String line : java.nio.file.Files.readAllLines(Path.of("/proc/meminfo"))) {
+                if (line.startsWith("MemAvailable:")) return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+            }
+        } catch (java.io.IOException | RuntimeException ignored) {
+            // not Linux: the JVM's view below
+        }
+        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        if (os instanceof com.sun.management.OperatingSystemMXBean sun) return sun.getFreeMemorySize();
+        return Runtime.getRuntime().maxMemory();
     }
 
     /** Whether onnxruntime's intra-op threads spin at all. */

@@ -12,6 +12,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * window of an idle engine, and the prefill plan of each step (which prompts share one batched
  * pass, how many tokens the others get within the prefill budget). Admission is called from any
  * thread; the rest from the engine thread.
+ * <p>
+ * The KV budget: a sequence leaves the queue only if the KV of the running sequences, each counted
+ * at the most it may hold (prompt + max_tokens positions, {@link Sequence#maxPositions}), stays within
+ * {@code kvBudgetBytes} with it; otherwise it and everything behind it wait (first come, first
+ * served) until running sequences leave. A sequence alone always runs, even over the budget.
  */
 final class Scheduler {
 
@@ -26,11 +31,25 @@ final class Scheduler {
     private final Condition work = lock.newCondition();
     private final ArrayDeque<Sequence> queue = new ArrayDeque<>();
     private final AtomicInteger waiting = new AtomicInteger();
+    private final long kvBudgetBytes;
+    private final long kvBytesPerToken;
+    private final java.util.concurrent.atomic.AtomicLong kvReserved = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong kvWaits = new java.util.concurrent.atomic.AtomicLong();
     private boolean closed;
 
     /** @param lastPositionLogits the model's logits are one position per row, not every position of the pass */
     Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits) {
+        this(options, vocabSize, lastPositionLogits, Long.MAX_VALUE, 0);
+    }
+
+    /**
+     * @param kvBudgetBytes   the KV budget (see the class comment)
+     * @param kvBytesPerToken KV bytes of one position of one sequence
+     */
+    Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits, long kvBudgetBytes, long kvBytesPerToken) {
         this.options = options;
+        this.kvBudgetBytes = kvBudgetBytes;
+        this.kvBytesPerToken = kvBytesPerToken;
         this.budget = Math.max(1, options.prefillChunkTokens());
         long byLogits = lastPositionLogits ? Long.MAX_VALUE : IDLE_PASS_LOGITS_BYTES / (4L * vocabSize);
         this.idlePassTokens = (int) Math.max(budget, Math.min((long) budget * options.maxSequences(), byLogits));
@@ -69,9 +88,21 @@ final class Scheduler {
             if (!busy) gatherBurst();
             List<Sequence> taken = new ArrayList<>();
             while (!queue.isEmpty() && taken.size() < free) {
-                Sequence s = queue.poll();
+                Sequence s = queue.peek();
+                if (!s.cancelled()) {
+                    long need = kvBytesPerToken * s.maxPositions();
+                    long reserved = kvReserved.get();
+                    if (reserved > 0 && reserved + need > kvBudgetBytes) {
+                        kvWaits.incrementAndGet();
+                        break; // waits for running sequences to give their KV back
+                    }
+                    s.kvReserved = need;
+                    kvReserved.addAndGet(need);
+                }
+                queue.poll();
                 waiting.decrementAndGet();
                 if (s.cancelled()) {
+                    release(s);
                     s.finish();
                     continue;
                 }
@@ -105,6 +136,27 @@ final class Scheduler {
                 return;
             }
         }
+    }
+
+    /** A sequence left the engine: its KV reservation is free again. */
+    void release(Sequence s) {
+        long r = s.kvReserved;
+        s.kvReserved = 0;
+        if (r > 0) kvReserved.addAndGet(-r);
+    }
+
+    /** KV bytes reserved by the running sequences now. */
+    long kvReservedBytes() {
+        return kvReserved.get();
+    }
+
+    /** Times the head of the queue waited for KV budget. */
+    long kvWaits() {
+        return kvWaits.get();
+    }
+
+    long kvBudgetBytes() {
+        return kvBudgetBytes;
     }
 
     /** Prompt tokens prefilled per step while rows decode. */

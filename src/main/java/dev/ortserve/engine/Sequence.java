@@ -18,7 +18,7 @@ final class Sequence {
     final SamplingParams params;
     final long admittedAt = System.nanoTime();
     private final LoadedModel model;
-    private final Runnable onLeave;
+    private final java.util.function.Consumer<Sequence> onLeave;
     private final UnicastProcessor<TokenEvent> processor = UnicastProcessor.create();
     final Multi<TokenEvent> events;
     private final TokenSampler sampler;
@@ -43,7 +43,10 @@ final class Sequence {
     /** Prompt tokens whose KV came from the prefix cache. */
     int cachedTokens;
 
-    Sequence(GenerationRequest request, LoadedModel model, Runnable onLeave) {
+    /** KV bytes the scheduler reserved for this sequence when it left the queue (given back when it leaves). */
+    long kvReserved;
+
+    Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave) {
         DecoderSpec spec = model.spec();
         this.request = request;
         this.model = model;
@@ -123,8 +126,13 @@ final class Sequence {
     void leave() {
         if (!left) {
             left = true;
-            onLeave.run();
+            onLeave.accept(this);
         }
+    }
+
+    /** Positions of KV this sequence may come to hold: its prompt and every token it may generate (within the context). */
+    int maxPositions() {
+        return prompt.length + maxTokens;
     }
 
     void finish() {

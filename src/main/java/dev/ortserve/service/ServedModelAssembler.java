@@ -82,7 +82,8 @@ final class ServedModelAssembler {
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
-                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace());
+                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
+                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
     }
 
     /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */

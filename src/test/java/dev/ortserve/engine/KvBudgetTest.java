@@ -1,0 +1,104 @@
+package dev.ortserve.engine;
+
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The KV budget ({@link EngineOptions#kvCacheBytes()}): requests wait in the queue rather than
+ * overcommit it, with the same tokens as without a budget; a request alone runs whatever the
+ * budget; the default follows the host's available memory and the model's bytes per token.
+ */
+class KvBudgetTest {
+
+    @TempDir
+    static Path dir;
+    static LoadedModel model;
+
+    @BeforeAll
+    static void load() throws Exception {
+        model = ModelLoader.load(ModelGenerator.ensure(ModelSize.TINY, dir), EngineOptions.defaults());
+    }
+
+    @AfterAll
+    static void close() {
+        model.close();
+    }
+
+    static final int PROMPT = 20, OUTPUT = 12;
+
+    private static SamplingParams greedyNoEos() {
+        return new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, OUTPUT, 0, true, List.of(), List.of(), false, true, null);
+    }
+
+    private static List<GenerationRequest> requests(int n) {
+        List<GenerationRequest> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            int[] p = new int[PROMPT];
+            for (int j = 0; j < PROMPT; j++) p[j] = 300 + (i * 31 + j * 7) % 200;
+            out.add(EngineTestSupport.request(p, greedyNoEos()));
+        }
+        return out;
+    }
+
+    /** The tokens of six requests submitted together, and the largest batch of any pass. */
+    private static List<List<Integer>> run(EngineOptions options, AtomicInteger widest, long[] waits) {
+        DecoderRunner.Decorator watch = runner -> pass -> {
+            widest.accumulateAndGet(pass.batch(), Math::max);
+            return runner.run(pass);
+        };
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, watch)) {
+            List<List<Integer>> out = new ArrayList<>();
+            List<io.smallrye.mutiny.Multi<TokenEvent>> streams = engine.generateAll(requests(6));
+            for (var s : streams) out.add(EngineTestSupport.collect(s).tokens());
+            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            while (engine.kvReservedBytes() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+            assertEquals(0, engine.kvReservedBytes(), "every reservation given back");
+            waits[0] = engine.kvBudgetWaits();
+            return out;
+        }
+    }
+
+    @Test
+    void requestsWaitForTheBudgetAndGiveTheSameTokens() {
+        EngineOptions options = EngineOptions.defaults().withLimits(8, 64, 256).withPrefixCacheBytes(0).withBatchWindow(Duration.ofSeconds(1));
+        long perSequence = PrefixCache.bytesPerToken(model.spec()) * (PROMPT + OUTPUT);
+        AtomicInteger unlimitedWidest = new AtomicInteger(), budgetWidest = new AtomicInteger(), aloneWidest = new AtomicInteger();
+        long[] waits = new long[1];
+        List<List<Integer>> expected = run(options.withKvCacheBytes(Long.MAX_VALUE), unlimitedWidest, waits);
+        assertEquals(6, unlimitedWidest.get(), "without a budget the six share passes");
+        assertEquals(0, waits[0]);
+
+        assertEquals(expected, run(options.withKvCacheBytes(2 * perSequence), budgetWidest, waits));
+        assertEquals(2, budgetWidest.get(), "a budget of two sequences' KV runs two at a time");
+        assertTrue(waits[0] > 0);
+
+        assertEquals(expected, run(options.withKvCacheBytes(1), aloneWidest, waits));
+        assertEquals(1, aloneWidest.get(), "a budget smaller than any request runs them one at a time");
+    }
+
+    @Test
+    void theDefaultIsHalfTheAvailableMemoryAtMostEveryRowsWholeContext() {
+        DecoderSpec spec = model.spec();
+        EngineOptions options = EngineOptions.defaults().withLimits(16, 64, 256);
+        long perToken = PrefixCache.bytesPerToken(spec);
+        long full = perToken * 16 * spec.maxModelLen();
+        assertEquals(full, options.kvCacheBytes(spec, 4 * full));
+        assertEquals(full / 4, options.kvCacheBytes(spec, full / 2));
+        assertEquals(12345, options.withKvCacheBytes(12345).kvCacheBytes(spec, full));
+        assertTrue(EngineOptions.availableMemory() > 0);
+    }
+}
