@@ -66,6 +66,9 @@ class HttpEdgeTest extends ApiTest {
         String big = "x".repeat(9 * 1024 * 1024);
         envelope(json().body("{\"model\":\"tiny\",\"prompt\":\"" + big + "\"}").post("/v1/completions").then(), 413)
                 .body("error.code", equalTo("request_too_large"));
+        // the Messages API answers in Anthropic's envelope
+        json().body("{\"model\":\"tiny\",\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"" + big + "\"}]}").post("/v1/messages")
+                .then().statusCode(413).body("type", equalTo("error")).body("error.type", equalTo("request_too_large"));
     }
 
     @Test

@@ -36,6 +36,17 @@ class LimitsAndKeysTest extends ApiTest {
         given().header("Authorization", "Basic " + KEY).post("/tokenize").then().statusCode(401);
         given().header("Authorization", "Bearer " + KEY).get("/v1/models").then().statusCode(200);
         given().header("Authorization", "Bearer second-key").get("/v1/models").then().statusCode(200);
+        // Anthropic's x-api-key: the same keys; on the Messages routes a refusal is in Anthropic's envelope
+        given().header("x-api-key", KEY).get("/v1/models").then().statusCode(200);
+        given().header("x-api-key", "second-key").get("/v1/models").then().statusCode(200);
+        given().header("x-api-key", "wrong").get("/v1/models").then().statusCode(401).body("error.code", equalTo("invalid_api_key"));
+        given().header("x-api-key", "wrong").contentType("application/json").body("{}").post("/v1/messages").then().statusCode(401)
+                .body("type", equalTo("error")).body("error.type", equalTo("authentication_error"));
+        given().contentType("application/json").body("{}").post("/v1/messages/count_tokens").then().statusCode(401)
+                .body("type", equalTo("error")).body("error.type", equalTo("authentication_error"));
+        given().header("x-api-key", KEY).header("anthropic-version", "2023-06-01").contentType("application/json")
+                .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}")
+                .post("/v1/messages/count_tokens").then().statusCode(200);
         // health, metrics and the contract stay open
         given().get("/q/health/ready").then().statusCode(200);
         given().get("/q/openapi").then().statusCode(200);
@@ -77,6 +88,15 @@ class LimitsAndKeysTest extends ApiTest {
                     .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"prompt\":\"x\",\"max_tokens\":2}")
                     .post("/v1/completions").then()
                     .statusCode(429).header("Retry-After", notNullValue()).body("error.type", equalTo("rate_limit_error"));
+            // Anthropic answers a server without room as overloaded: 529 overloaded_error
+            given().contentType("application/json").header("x-api-key", KEY)
+                    .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
+                    .post("/v1/messages").then()
+                    .statusCode(529).header("Retry-After", notNullValue()).body("type", equalTo("error")).body("error.type", equalTo("overloaded_error"));
+            String stream = given().contentType("application/json").header("x-api-key", KEY)
+                    .body("{\"model\":\"" + TinyModelResource.MODEL_ID + "\",\"max_tokens\":2,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
+                    .post("/v1/messages").then().extract().asString();
+            org.junit.jupiter.api.Assertions.assertTrue(stream.contains("overloaded_error"), stream);
         } finally {
             release.countDown();
             running.cancel();

@@ -61,6 +61,18 @@ class ArchitectureTest {
     }
 
     @Test
+    void eachProtocolIsItsOwnHome() {
+        // Anthropic's Messages API shares the services' chat turn with chat completions, never the OpenAI protocol classes
+        noClasses().that().resideInAPackage("dev.ortserve.protocol.anthropic..")
+                .should().dependOnClassesThat().resideInAPackage("dev.ortserve.protocol.openai..")
+                .because("a protocol maps its own wire types onto the shared turn; what two protocols share lives in service/")
+                .check(classes);
+        noClasses().that().resideInAPackage("dev.ortserve.protocol.openai..")
+                .should().dependOnClassesThat().resideInAPackage("dev.ortserve.protocol.anthropic..")
+                .check(classes);
+    }
+
+    @Test
     void nothingBelowTheProtocolsKnowsThem() {
         noClasses().that().resideOutsideOfPackages(API, PROTOCOL)
                 .should().dependOnClassesThat().resideInAPackage(PROTOCOL)

@@ -84,9 +84,9 @@ public class HttpEdgeRoutes {
             reply(ctx, ApiException.unavailable("The server is shutting down; retry on another replica.", "shutting_down"));
             return;
         }
-        if (isApiPath(path) && !keyDigests.isEmpty() && !authorized(ctx.request().getHeader(HttpHeaders.AUTHORIZATION))) {
+        if (isApiPath(path) && !keyDigests.isEmpty() && !authorized(presentedKey(ctx.request()))) {
             reply(ctx, new ApiException(401, "invalid_request_error",
-                    "Incorrect or missing API key. Provide it as 'Authorization: Bearer <key>'.", null, "invalid_api_key"));
+                    "Incorrect or missing API key. Provide it as 'Authorization: Bearer <key>' or 'x-api-key: <key>'.", null, "invalid_api_key"));
             return;
         }
         String length = ctx.request().getHeader(HttpHeaders.CONTENT_LENGTH);
@@ -146,7 +146,7 @@ public class HttpEdgeRoutes {
     private void reply(RoutingContext ctx, ApiException e) {
         // The body is never read: close the connection after answering so unread bytes do not linger.
         ctx.response().putHeader(HttpHeaders.CONNECTION, "close");
-        errors.write(ctx.response(), e);
+        errors.write(ctx.response(), e, ctx.normalizedPath());
     }
 
     /** Probes and metric scrapes come every few seconds and would drown the access log. */
@@ -164,16 +164,27 @@ public class HttpEdgeRoutes {
      */
     public String ownerOf(io.vertx.core.http.HttpServerRequest request) {
         if (keyDigests.isEmpty()) return "";
-        String header = request.getHeader(HttpHeaders.AUTHORIZATION);
-        if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) return "";
-        return java.util.HexFormat.of().formatHex(sha256("ortserve-owner:" + header.substring(7).trim()), 0, 16);
+        String key = presentedKey(request);
+        if (key == null) return "";
+        return java.util.HexFormat.of().formatHex(sha256("ortserve-owner:" + key), 0, 16);
     }
 
-    private boolean authorized(String header) {
-        if (header == null || !header.regionMatches(true, 0, "Bearer ", 0, 7)) {
+    /**
+     * The API key the request presents: {@code Authorization: Bearer <key>}, or Anthropic's
+     * {@code x-api-key: <key>} (the same keys); null when it presents none.
+     */
+    static String presentedKey(io.vertx.core.http.HttpServerRequest request) {
+        String header = request.getHeader(HttpHeaders.AUTHORIZATION);
+        if (header != null && header.regionMatches(true, 0, "Bearer ", 0, 7)) return header.substring(7).trim();
+        String apiKey = request.getHeader("x-api-key");
+        return apiKey == null || apiKey.isBlank() ? null : apiKey.trim();
+    }
+
+    private boolean authorized(String presentedKey) {
+        if (presentedKey == null) {
             return false;
         }
-        byte[] presented = sha256(header.substring(7).trim());
+        byte[] presented = sha256(presentedKey);
         boolean match = false;
         for (byte[] key : keyDigests) {
             // Compare digests in constant time and look at every key, so timing tells nothing.

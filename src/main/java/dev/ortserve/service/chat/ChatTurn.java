@@ -26,6 +26,15 @@ public final class ChatTurn {
         this.model = model;
     }
 
+    TokenConstraint constraint() {
+        return constraint;
+    }
+
+    /** The same turn generated under {@code other} instead of its own grammar (it has none). */
+    ChatTurn withConstraint(TokenConstraint other) {
+        return new ChatTurn(parsers, other, model);
+    }
+
     /** The reasoning and tool-call parsers the output is read with (none active: plain text). */
     public OutputParsers parsers() {
         return parsers;

@@ -29,6 +29,30 @@ public class ChatTurns {
         return new ChatTurn(parsers, constraint, host.model());
     }
 
+    /**
+     * A turn whose reasoning is capped at {@code thinkingBudget} tokens ({@link ThinkingBudget});
+     * the model must have a think-tag reasoning parser whose markers are single tokens, and the
+     * turn no grammar of its own (a forced call or a format leaves no reasoning to cap).
+     *
+     * @param budgetParam the request field of the budget, named in its errors
+     */
+    public ChatTurn prepare(ChatTurnRequest request, int thinkingBudget, String budgetParam) {
+        ChatTurn turn = prepare(request);
+        if (turn.constraint() != null) {
+            throw new InvalidRequestException(budgetParam, "A reasoning budget cannot be combined with a forced tool call or an output format.");
+        }
+        if (host.reasoningParser() == null) {
+            throw new InvalidRequestException(budgetParam, "This model has no reasoning parser configured, so it cannot think within a budget "
+                    + "(set ortserve.reasoning-parser for a reasoning model).");
+        }
+        ThinkingBudget budget = ThinkingBudget.of(host.reasoningParser().name(), thinkingBudget, host.model().tokenizer());
+        if (budget == null) {
+            throw new InvalidRequestException(budgetParam, "A reasoning budget needs the model's end-of-thinking marker to be one token; "
+                    + "it is not for the '" + host.reasoningParser().name() + "' reasoning parser on this model.");
+        }
+        return turn.withConstraint(budget);
+    }
+
     /** The grammar the output must follow: a forced tool call, or the output format; null for free text. */
     private TokenConstraint constraint(ChatTurnRequest request) {
         ChatTurnRequest.OutputFormat format = request.format();

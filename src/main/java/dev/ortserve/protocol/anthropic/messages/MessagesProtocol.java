@@ -1,0 +1,320 @@
+package dev.ortserve.protocol.anthropic.messages;
+
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.api.model.AnthropicContentBlock;
+import dev.ortserve.api.model.AnthropicContentBlockParam;
+import dev.ortserve.api.model.AnthropicCountTokensRequest;
+import dev.ortserve.api.model.AnthropicCountTokensResponse;
+import dev.ortserve.api.model.AnthropicCreateMessageRequest;
+import dev.ortserve.api.model.AnthropicDocumentBlockParam;
+import dev.ortserve.api.model.AnthropicImageBlockParam;
+import dev.ortserve.api.model.AnthropicInputMessage;
+import dev.ortserve.api.model.AnthropicMessage;
+import dev.ortserve.api.model.AnthropicRedactedThinkingBlockParam;
+import dev.ortserve.api.model.AnthropicTextBlock;
+import dev.ortserve.api.model.AnthropicTextBlockParam;
+import dev.ortserve.api.model.AnthropicThinkingBlock;
+import dev.ortserve.api.model.AnthropicThinkingBlockParam;
+import dev.ortserve.api.model.AnthropicThinkingConfig;
+import dev.ortserve.api.model.AnthropicThinkingEnabled;
+import dev.ortserve.api.model.AnthropicTool;
+import dev.ortserve.api.model.AnthropicToolChoice;
+import dev.ortserve.api.model.AnthropicToolChoiceAny;
+import dev.ortserve.api.model.AnthropicToolChoiceAuto;
+import dev.ortserve.api.model.AnthropicToolChoiceNone;
+import dev.ortserve.api.model.AnthropicToolChoiceTool;
+import dev.ortserve.api.model.AnthropicToolResultBlockParam;
+import dev.ortserve.api.model.AnthropicToolUseBlock;
+import dev.ortserve.api.model.AnthropicToolUseBlockParam;
+import dev.ortserve.api.model.AnthropicUsage;
+import dev.ortserve.api.union.AnthropicContent;
+import dev.ortserve.api.union.AnthropicSystem;
+import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.ChatTurns;
+import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
+import dev.ortserve.service.generation.ChoiceResult;
+import dev.ortserve.service.generation.CompletionCall;
+import dev.ortserve.service.generation.CompletionService;
+import dev.ortserve.service.generation.SamplingRequest;
+import dev.ortserve.service.parse.ChatOutput;
+import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.service.parse.ToolCallParser;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+import io.smallrye.mutiny.Uni;
+import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+
+/**
+ * POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API): the request turned
+ * into the chat turn chat completions use (messages as the chat template receives them, tools
+ * and tool_choice through the same parsers and grammar, thinking as the template's
+ * {@code enable_thinking} switch and a token budget), and the turn's results as Anthropic's
+ * message or its stream of events ({@link MessageEvents}).
+ */
+@ApplicationScoped
+public class MessagesProtocol {
+
+    @Inject
+    GenerationModelHost host;
+
+    @Inject
+    CompletionService service;
+
+    @Inject
+    ChatTurns turns;
+
+    @Inject
+    ObjectMapper mapper;
+
+    /** A request as the chat turn and the template take it. */
+    private record Conversation(ChatTurn turn, ChatPromptRenderer.Request prompt, boolean oneCall) {
+    }
+
+    public Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req) {
+        host.requireModel(req.getModel());
+        Integer budget = req.getThinking() instanceof AnthropicThinkingEnabled on ? on.getBudgetTokens() : null;
+        if (budget != null && budget >= req.getMaxTokens()) {
+            throw new InvalidRequestException("thinking.budget_tokens", "'thinking.budget_tokens' (" + budget + ") must be less than 'max_tokens' ("
+                    + req.getMaxTokens() + ").");
+        }
+        Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
+        List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
+        return host.chatPrompts().renderOffIoThread(c.prompt()).map(prompt -> {
+            SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+                    .topK(req.getTopK()).maxTokens(req.getMaxTokens(), "max_tokens").stop(stops);
+            return c.turn().call(prompt, sampling, 1, "messages");
+        }).flatMap(call -> {
+            String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
+            if (Boolean.TRUE.equals(req.getStream())) {
+                MessageEvents events = new MessageEvents(id, host.modelId(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops);
+                return Uni.createFrom().item(MessagesAnswer.stream(events.of(service.stream(call))));
+            }
+            return service.complete(call).map(results -> MessagesAnswer.json(message(id, call, results.get(0), c.turn().parsers(), c.oneCall(), stops)));
+        });
+    }
+
+    /** The tokens of the prompt {@link #create} would render for the same conversation, tools included. */
+    public Uni<AnthropicCountTokensResponse> countTokens(AnthropicCountTokensRequest req) {
+        host.requireModel(req.getModel());
+        Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
+        return host.chatPrompts().renderOffIoThread(c.prompt())
+                .map(prompt -> new AnthropicCountTokensResponse().inputTokens(prompt.tokenIds().length));
+    }
+
+    private Conversation conversation(AnthropicSystem system, List<AnthropicInputMessage> messages, List<AnthropicTool> tools,
+                                      AnthropicToolChoice toolChoice, AnthropicThinkingConfig thinking, boolean generate) {
+        boolean hasTools = tools != null && !tools.isEmpty();
+        ChatTurnRequest.ToolChoice choice = ChatTurnRequest.ToolChoice.AUTO;
+        String forced = null;
+        boolean oneCall = false;
+        if (toolChoice instanceof AnthropicToolChoiceAny any) {
+            choice = ChatTurnRequest.ToolChoice.REQUIRED;
+            oneCall = Boolean.TRUE.equals(any.getDisableParallelToolUse());
+        } else if (toolChoice instanceof AnthropicToolChoiceTool tool) {
+            choice = ChatTurnRequest.ToolChoice.FUNCTION;
+            forced = tool.getName();
+            oneCall = Boolean.TRUE.equals(tool.getDisableParallelToolUse());
+        } else if (toolChoice instanceof AnthropicToolChoiceNone) {
+            choice = ChatTurnRequest.ToolChoice.NONE;
+        } else if (toolChoice instanceof AnthropicToolChoiceAuto auto) {
+            oneCall = Boolean.TRUE.equals(auto.getDisableParallelToolUse());
+        }
+        if (!hasTools && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
+            throw new InvalidRequestException("tool_choice", "'tool_choice' '" + (forced == null ? "any" : "tool") + "' needs 'tools'.");
+        }
+        if (hasTools && choice != ChatTurnRequest.ToolChoice.NONE && host.toolCallParser() == null) {
+            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
+        }
+        boolean thinks = thinking instanceof AnthropicThinkingEnabled;
+        if (thinks && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
+            throw new InvalidRequestException("thinking", "Thinking may not be enabled when 'tool_choice' forces tool use ('any' or 'tool').");
+        }
+        List<Map<String, Object>> templateTools = null;
+        Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
+        if (hasTools) {
+            templateTools = new ArrayList<>();
+            for (int i = 0; i < tools.size(); i++) {
+                AnthropicTool t = tools.get(i);
+                Map<String, Object> schema = schema(t.getInputSchema(), "tools[" + i + "].input_schema");
+                if (schemas.put(t.getName(), schema) != null) {
+                    throw new InvalidRequestException("tools[" + i + "].name", "Tool names must be unique; '" + t.getName() + "' is given twice.");
+                }
+                Map<String, Object> function = new LinkedHashMap<>();
+                function.put("name", t.getName());
+                if (t.getDescription() != null) function.put("description", t.getDescription());
+                function.put("parameters", schema);
+                templateTools.add(Map.of("type", "function", "function", function));
+            }
+        }
+        ChatTurnRequest turnRequest = new ChatTurnRequest(templateTools, schemas, choice, forced, null);
+        ChatTurn turn = generate && thinking instanceof AnthropicThinkingEnabled on
+                ? turns.prepare(turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
+                : turns.prepare(turnRequest);
+        if (thinks && host.reasoningParser() == null) {
+            throw new InvalidRequestException("thinking", "This model has no reasoning parser configured, so it cannot think "
+                    + "(set ortserve.reasoning-parser for a reasoning model).");
+        }
+        // Anthropic's models think only when asked: the template's switch says so (templates without one ignore it)
+        Map<String, Object> kwargs = Map.of("enable_thinking", thinks);
+        ChatPromptRenderer.Request prompt = new ChatPromptRenderer.Request(templateMessages(system, messages), templateTools, null,
+                true, false, kwargs, null);
+        return new Conversation(turn, prompt, oneCall);
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> schema(Object inputSchema, String param) {
+        if (!(inputSchema instanceof Map<?, ?> map)) {
+            throw new InvalidRequestException(param, "'" + param + "' must be a JSON schema object.");
+        }
+        return (Map<String, Object>) map;
+    }
+
+    /**
+     * The conversation as the chat template receives it: the system prompt first, each user
+     * message's tool_result blocks as tool messages (in order) and its text as a user message,
+     * each assistant message's text, thinking and tool_use blocks as content, reasoning_content
+     * and tool_calls.
+     */
+    List<Map<String, Object>> templateMessages(AnthropicSystem system, List<AnthropicInputMessage> messages) {
+        List<Map<String, Object>> out = new ArrayList<>();
+        if (system != null) {
+            String text = system.isText() ? system.text() : joined(system.blocks());
+            out.add(message("system", text));
+        }
+        Map<String, String> toolNames = new LinkedHashMap<>();
+        for (int i = 0; i < messages.size(); i++) {
+            AnthropicInputMessage m = messages.get(i);
+            String param = "messages[" + i + "].content";
+            boolean user = m.getRole() == AnthropicInputMessage.RoleEnum.USER;
+            AnthropicContent content = m.getContent();
+            if (content.isText()) {
+                out.add(message(user ? "user" : "assistant", content.text()));
+                continue;
+            }
+            StringBuilder text = new StringBuilder();
+            StringBuilder reasoning = new StringBuilder();
+            List<Map<String, Object>> calls = new ArrayList<>();
+            List<AnthropicContentBlockParam> blocks = content.blocks();
+            for (int j = 0; j < blocks.size(); j++) {
+                AnthropicContentBlockParam block = blocks.get(j);
+                String at = param + "[" + j + "]";
+                if (block instanceof AnthropicTextBlockParam t) {
+                    if (text.length() > 0) text.append('\n');
+                    text.append(t.getText());
+                } else if (block instanceof AnthropicImageBlockParam || block instanceof AnthropicDocumentBlockParam) {
+                    throw new UnsupportedParameterException(at, "Content blocks of type '" + block.getType()
+                            + "' are not supported: this model takes text only.");
+                } else if (block instanceof AnthropicToolResultBlockParam r && user) {
+                    Map<String, Object> tool = new LinkedHashMap<>();
+                    tool.put("role", "tool");
+                    String result = r.getContent() == null ? "" : r.getContent().isText() ? r.getContent().text() : toolResultText(r.getContent(), at);
+                    tool.put("content", Boolean.TRUE.equals(r.getIsError()) ? "Error: " + result : result);
+                    tool.put("tool_call_id", r.getToolUseId());
+                    String name = toolNames.get(r.getToolUseId());
+                    if (name != null) tool.put("name", name);
+                    out.add(tool);
+                } else if (block instanceof AnthropicToolUseBlockParam u && !user) {
+                    Map<String, Object> function = new LinkedHashMap<>();
+                    function.put("name", u.getName());
+                    function.put("arguments", u.getInput());
+                    Map<String, Object> call = new LinkedHashMap<>();
+                    call.put("id", u.getId());
+                    call.put("type", "function");
+                    call.put("function", function);
+                    calls.add(call);
+                    toolNames.put(u.getId(), u.getName());
+                } else if (block instanceof AnthropicThinkingBlockParam th && !user) {
+                    reasoning.append(th.getThinking());
+                } else if (block instanceof AnthropicRedactedThinkingBlockParam && !user) {
+                    // never produced by this server, so there is nothing it could read back: left out of the prompt
+                } else {
+                    throw new InvalidRequestException(at, "A " + (user ? "user" : "assistant") + " message cannot hold a '" + block.getType() + "' block.");
+                }
+            }
+            if (user) {
+                if (text.length() > 0 || out.isEmpty() || !"tool".equals(out.get(out.size() - 1).get("role"))) {
+                    out.add(message("user", text.toString()));
+                }
+            } else {
+                Map<String, Object> a = message("assistant", text.length() == 0 && !calls.isEmpty() ? null : text.toString());
+                if (reasoning.length() > 0) a.put("reasoning_content", reasoning.toString());
+                if (!calls.isEmpty()) a.put("tool_calls", calls);
+                out.add(a);
+            }
+        }
+        return out;
+    }
+
+    private static String toolResultText(AnthropicContent content, String param) {
+        StringBuilder out = new StringBuilder();
+        List<AnthropicContentBlockParam> blocks = content.blocks();
+        for (int k = 0; k < blocks.size(); k++) {
+            if (!(blocks.get(k) instanceof AnthropicTextBlockParam t)) {
+                throw new UnsupportedParameterException(param + ".content[" + k + "]", "Tool results of type '" + blocks.get(k).getType()
+                        + "' are not supported: this model takes text only.");
+            }
+            if (out.length() > 0) out.append('\n');
+            out.append(t.getText());
+        }
+        return out.toString();
+    }
+
+    private static String joined(List<AnthropicTextBlockParam> blocks) {
+        StringBuilder out = new StringBuilder();
+        for (AnthropicTextBlockParam b : blocks) {
+            if (out.length() > 0) out.append('\n');
+            out.append(b.getText());
+        }
+        return out.toString();
+    }
+
+    private static Map<String, Object> message(String role, String content) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("role", role);
+        m.put("content", content);
+        return m;
+    }
+
+    static int promptTokens(CompletionCall call) {
+        return call.prompts().get(0).tokenIds().length;
+    }
+
+    private AnthropicMessage message(String id, CompletionCall call, ChoiceResult r, OutputParsers parsing, boolean oneCall, List<String> stops) {
+        ChatOutput out = parsing.parse(r.text());
+        List<AnthropicContentBlock> content = new ArrayList<>();
+        if (out.reasoning() != null) content.add(new AnthropicThinkingBlock().type("thinking").thinking(out.reasoning()).signature(""));
+        if (out.content() != null && !out.content().isEmpty()) content.add(new AnthropicTextBlock().type("text").text(out.content()));
+        List<ToolCallParser.ToolCall> calls = oneCall && out.calls().size() > 1 ? out.calls().subList(0, 1) : out.calls();
+        for (ToolCallParser.ToolCall c : calls) {
+            content.add(new AnthropicToolUseBlock().type("tool_use").id(MessageEvents.toolUseId()).name(c.name()).input(input(c.arguments())));
+        }
+        MessageEvents.Stop stop = MessageEvents.stop(r.finishReason(), r.stopReason(), !calls.isEmpty(), stops);
+        return new AnthropicMessage().id(id).type(AnthropicMessage.TypeEnum.MESSAGE).role(AnthropicMessage.RoleEnum.ASSISTANT)
+                .model(host.modelId()).content(content).stopReason(AnthropicMessage.StopReasonEnum.fromString(stop.reason()))
+                .stopSequence(stop.sequence()).usage(usage(promptTokens(call), r.cachedTokens(), r.generatedTokens()));
+    }
+
+    /** A call's arguments as the object they are (the parsers hand over only JSON objects). */
+    private Map<String, Object> input(String arguments) {
+        try {
+            return mapper.readValue(arguments, new TypeReference<LinkedHashMap<String, Object>>() { });
+        } catch (Exception notAnObject) {
+            return Map.of();
+        }
+    }
+
+    /** Anthropic counts prompt tokens read from the cache apart from input_tokens. */
+    static AnthropicUsage usage(int prompt, int cached, int output) {
+        return new AnthropicUsage().inputTokens(prompt - cached).cacheReadInputTokens(cached).cacheCreationInputTokens(0).outputTokens(output);
+    }
+}

@@ -1,0 +1,103 @@
+package dev.ortserve.api;
+
+import dev.ortserve.ApiTest;
+import dev.ortserve.contract.SseFrames;
+import io.quarkus.test.junit.QuarkusTest;
+import io.restassured.path.json.JsonPath;
+import org.junit.jupiter.api.Test;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.equalTo;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The Messages API on the wire (every exchange contract-validated): the message and its stream's
+ * event sequence, stop sequences, count_tokens against /tokenize, and every client error in
+ * Anthropic's envelope with Anthropic's statuses, on the plain tiny model (no parsers).
+ */
+@QuarkusTest
+class AnthropicMessagesTest extends ApiTest {
+
+    static String request(String extra) {
+        return "{\"model\":\"" + MODEL + "\",\"max_tokens\":12,\"temperature\":0,\"system\":[{\"type\":\"text\",\"text\":\"Be brief.\","
+                + "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"Say something\"}]" + extra + "}";
+    }
+
+    @Test
+    void messageAndItsStream() {
+        JsonPath m = json().header("anthropic-version", "2023-06-01").body(request("")).post("/v1/messages").then().statusCode(200)
+                .body("type", equalTo("message")).body("role", equalTo("assistant")).body("stop_reason", equalTo("max_tokens"))
+                .body("usage.output_tokens", equalTo(12)).body("content[0].type", equalTo("text")).extract().jsonPath();
+        String text = m.getString("content[0].text");
+        String sse = json().body(request(",\"stream\":true")).post("/v1/messages").then().statusCode(200).extract().asString();
+        List<String> types = new ArrayList<>();
+        StringBuilder streamed = new StringBuilder();
+        for (SseFrames.Frame f : SseFrames.parse(sse)) {
+            types.add(f.event());
+            JsonPath p = JsonPath.from(f.data());
+            assertEquals(f.event(), p.getString("type"));
+            if ("content_block_delta".equals(f.event())) streamed.append(p.getString("delta.text"));
+            if ("message_delta".equals(f.event())) {
+                assertEquals("max_tokens", p.getString("delta.stop_reason"));
+                assertEquals(12, p.getInt("usage.output_tokens"));
+            }
+        }
+        assertEquals(text, streamed.toString());
+        assertEquals(List.of("message_start", "ping", "content_block_start"), types.subList(0, 3));
+        assertEquals(List.of("content_block_stop", "message_delta", "message_stop"), types.subList(types.size() - 3, types.size()));
+        assertTrue(types.subList(3, types.size() - 3).stream().allMatch("content_block_delta"::equals), types.toString());
+    }
+
+    @Test
+    void stopSequenceEndsTheMessage() {
+        String text = json().body(request("")).post("/v1/messages").then().statusCode(200).extract().jsonPath().getString("content[0].text");
+        String stop = text.substring(Math.min(3, text.length() - 2), Math.min(3, text.length() - 2) + 2);
+        json().body(request(",\"stop_sequences\":[" + quoted(stop) + "]")).post("/v1/messages").then().statusCode(200)
+                .body("stop_reason", equalTo("stop_sequence")).body("stop_sequence", equalTo(stop));
+    }
+
+    @Test
+    void countTokensIsWhatTokenizeRenders() {
+        int counted = json().body("{\"model\":\"" + MODEL + "\",\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Say something\"}]}")
+                .post("/v1/messages/count_tokens").then().statusCode(200).extract().jsonPath().getInt("input_tokens");
+        int tokenized = json().body("{\"model\":\"" + MODEL + "\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                        + "{\"role\":\"user\",\"content\":\"Say something\"}],\"chat_template_kwargs\":{\"enable_thinking\":false}}")
+                .post("/tokenize").then().statusCode(200).extract().jsonPath().getInt("count");
+        assertEquals(tokenized, counted);
+    }
+
+    @Test
+    void clientErrorsInAnthropicsEnvelope() {
+        error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens");
+        error(400, "invalid_request_error", request(",\"frequency_penalty\":1"), "frequency_penalty");
+        error(400, "invalid_request_error", "{\"model\":", "JSON");
+        error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image\","
+                + "\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"AAAA\"}}]}]}", "text only");
+        error(400, "invalid_request_error", request(",\"tool_choice\":{\"type\":\"any\"}"), "'tool_choice' 'any' needs 'tools'");
+        error(400, "invalid_request_error", request(",\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":40}"), "budget_tokens");
+        error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_use\","
+                + "\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{}}]}]}", "cannot hold a 'tool_use' block");
+        error(404, "not_found_error", request("").replace("\"" + MODEL + "\"", "\"no-such-model\""), "no-such-model");
+        given().contentType("application/json").body(request("")).post("/v1/messages/nope").then().statusCode(404)
+                .body("type", equalTo("error")).body("error.type", equalTo("not_found_error"));
+        given().get("/v1/messages").then().statusCode(405).body("type", equalTo("error")).body("error.type", equalTo("invalid_request_error"));
+        given().contentType("text/plain").body("hi").post("/v1/messages").then().statusCode(415).body("error.type", equalTo("invalid_request_error"));
+        // the OpenAI routes keep OpenAI's envelope
+        json().body("{\"model\":\"no-such-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}").post("/v1/chat/completions")
+                .then().statusCode(404).body("error.code", equalTo("model_not_found"));
+    }
+
+    private static void error(int status, String type, String body, String says) {
+        json().body(body).post("/v1/messages").then().statusCode(status).body("type", equalTo("error"))
+                .body("error.type", equalTo(type)).body("error.message", containsString(says));
+    }
+
+    private static String quoted(String s) {
+        return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n") + "\"";
+    }
+}
