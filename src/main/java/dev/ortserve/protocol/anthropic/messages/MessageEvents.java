@@ -18,8 +18,8 @@ import dev.ortserve.api.model.AnthropicThinkingDelta;
 import dev.ortserve.api.model.AnthropicToolUseBlock;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.Finish;
-import dev.ortserve.service.parse.ChatDeltaStream;
-import dev.ortserve.service.parse.OutputParsers;
+import dev.ortserve.parse.ChatDeltaStream;
+import dev.ortserve.parse.OutputParsers;
 import io.smallrye.mutiny.Multi;
 
 import java.util.ArrayList;
