@@ -165,4 +165,14 @@ class OpenResponsesConformanceTest extends ApiTest {
         assertEquals("input[1].encrypted_content", error.path("error").path("param").asText());
         assertEquals("invalid_encrypted_content", error.path("error").path("code").asText());
     }
+
+    @Test
+    void aToolOutputWithoutItsCallIsRefused() throws Exception {
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":[{\"role\":\"user\",\"content\":\"Hi\"},"
+                + "{\"type\":\"function_call_output\",\"call_id\":\"nope\",\"output\":\"x\"}]}", 400);
+        assertEquals("input[1].call_id", error.path("error").path("param").asText());
+        assertTrue(error.path("error").path("message").asText().contains("nope"), error.toString());
+        error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":[{\"type\":\"custom_tool_call_output\",\"call_id\":\"c\",\"output\":\"x\"}]}", 400);
+        assertEquals("input[0].call_id", error.path("error").path("param").asText());
+    }
 }

@@ -187,7 +187,9 @@ public class ResponsesService {
             turnItems.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
             turns.add(turnItems);
         }
-        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner));
+        java.util.Set<String> earlierCalls = new java.util.HashSet<>();
+        turns.forEach(t -> earlierCalls.addAll(ResponseItems.callIds(t)));
+        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner), earlierCalls::contains);
         ArrayNode inputArray = mapper.createArrayNode();
         input.forEach(inputArray::add);
 
