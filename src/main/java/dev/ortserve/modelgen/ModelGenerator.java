@@ -252,7 +252,7 @@ public final class ModelGenerator {
 
     public static void main(String[] args) throws IOException {
         if (args.length < 2) {
-            System.err.println("usage: ModelGenerator <tiny|demo|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed]");
+            System.err.println("usage: ModelGenerator <tiny|demo|agent|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed]");
             System.exit(2);
         }
         long seed = args.length > 2 ? Long.parseLong(args[2]) : DEFAULT_SEED;

@@ -2,12 +2,15 @@ package dev.ortserve.modelgen;
 
 /**
  * The LLaMA-style decoders the project generates for itself (no model can be downloaded here).
- * `tiny` is the test fixture, `demo` the embedded default, `bench` (~56M parameters, vocab 32k)
+ * `tiny` is the test fixture, `demo` the embedded default, `agent` the demo model with a 32k context
+ * (for agent clients' long prompts), `bench` (~56M parameters, vocab 32k)
  * the benchmark model whose decode cost is dominated by real matrix work.
  */
 public enum ModelSize {
     TINY(512, 64, 2, 4, 2, 176, 2048),
     DEMO(2048, 128, 4, 4, 2, 352, 2048),
+    /** The demo model's body with a 32k context: agent clients (Codex CLI sends ~15k tokens of instructions and tools) fit. */
+    AGENT(2048, 128, 4, 4, 2, 352, 32768),
     BENCH(32000, 512, 8, 8, 4, 1408, 2048),
     /** Two layers at a 1B-class width (hidden 2048): kernels at the matrix shapes of real models (~225M parameters). */
     WIDE(32000, 2048, 2, 16, 8, 5632, 2048),

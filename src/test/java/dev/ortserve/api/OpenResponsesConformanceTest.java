@@ -19,6 +19,9 @@ class OpenResponsesConformanceTest extends ApiTest {
 
     static final ObjectMapper JSON = new ObjectMapper();
 
+    @io.quarkus.test.common.http.TestHTTPResource
+    java.net.URL base;
+
     static JsonNode post(String path, String body, int status) throws Exception {
         return JSON.readTree(json().body(body).post(path).then().statusCode(status).extract().asString());
     }
@@ -164,5 +167,40 @@ class OpenResponsesConformanceTest extends ApiTest {
                 + "{\"type\":\"reasoning\",\"summary\":[],\"encrypted_content\":\"v1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\"}]}", 400);
         assertEquals("input[1].encrypted_content", error.path("error").path("param").asText());
         assertEquals("invalid_encrypted_content", error.path("error").path("code").asText());
+    }
+
+    @Test
+    void aToolOutputWithoutItsCallIsRefused() throws Exception {
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":[{\"role\":\"user\",\"content\":\"Hi\"},"
+                + "{\"type\":\"function_call_output\",\"call_id\":\"nope\",\"output\":\"x\"}]}", 400);
+        assertEquals("input[1].call_id", error.path("error").path("param").asText());
+        assertTrue(error.path("error").path("message").asText().contains("nope"), error.toString());
+        error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":[{\"type\":\"custom_tool_call_output\",\"call_id\":\"c\",\"output\":\"x\"}]}", 400);
+        assertEquals("input[0].call_id", error.path("error").path("param").asText());
+    }
+
+    @Test
+    void aWebSocketWarmUpPrefillsAndCompletesEmpty() throws Exception {
+        try (WsClient ws = WsClient.connect(base)) {
+            String body = "\"model\":\"tiny\",\"store\":false,\"max_output_tokens\":2,\"input\":\"A prompt to warm up with, long enough.\"";
+            ws.send("{\"type\":\"response.create\",\"generate\":false," + body + "}");
+            java.util.List<JsonNode> events = ws.events();
+            JsonNode done = events.get(events.size() - 1);
+            assertEquals("response.completed", done.path("type").asText(), events.toString());
+            assertEquals(0, done.at("/response/output").size());
+            assertEquals(0, done.at("/response/usage/output_tokens").asInt());
+            assertEquals(java.util.List.of("response.created", "response.in_progress", "response.completed"),
+                    events.stream().map(e -> e.path("type").asText()).toList());
+
+            // the next request continues the warm-up and finds its prompt in the prefix cache
+            ws.send("{\"type\":\"response.create\",\"previous_response_id\":\"" + done.at("/response/id").asText() + "\"," + body + "}");
+            java.util.List<JsonNode> next = ws.events();
+            JsonNode second = next.get(next.size() - 1);
+            assertTrue(second.path("type").asText().startsWith("response."), next.toString());
+            assertTrue(second.at("/response/usage/input_tokens_details/cached_tokens").asInt() > 0, second.toString());
+
+            ws.send("{\"type\":\"response.create\",\"generate\":\"no\"," + body + "}");
+            assertEquals("generate", ws.error().path("param").asText());
+        }
     }
 }

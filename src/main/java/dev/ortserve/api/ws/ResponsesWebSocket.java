@@ -322,6 +322,13 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             }
             ObjectNode body = ((ObjectNode) json).deepCopy();
             body.remove("type");
+            // generate: false is the warm-up: the request is checked and its prompt prefilled, the response completes empty
+            JsonNode generateField = body.remove("generate");
+            if (generateField != null && !generateField.isBoolean() && !generateField.isNull()) {
+                send(errorEvent(ApiException.invalidRequest("generate", "'generate' must be a boolean.", "invalid_type")));
+                return;
+            }
+            boolean generate = generateField == null || !generateField.isBoolean() || generateField.booleanValue();
             String previous = body.path("previous_response_id").isTextual() ? body.get("previous_response_id").asText() : null;
             CreateResponseRequest req;
             try {
@@ -349,12 +356,12 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                 ws.close((short) 1000, "response limit reached");
                 return;
             }
-            create(req, previous);
+            create(req, previous, generate);
         }
 
         // ------------------------------------------------------------------ one response
 
-        private void create(CreateResponseRequest req, String previous) {
+        private void create(CreateResponseRequest req, String previous, boolean generate) {
             access = pending;
             pending = null;
             if (access != null) {
@@ -366,7 +373,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             cancelIdle();
             Conversation parent = previous == null ? null : turns.get(previous);
             boolean keep = Boolean.FALSE.equals(req.getStore()) || parent != null;
-            Uni.createFrom().deferred(() -> responses.start(req, owner, parent == null ? null : id -> parent))
+            Uni.createFrom().deferred(() -> responses.start(req, owner, parent == null ? null : id -> parent, generate))
                     .subscribe().with(run -> onContext(() -> stream(run, previous, keep)),
                             failure -> onContext(() -> {
                                 failed(previous, failure);

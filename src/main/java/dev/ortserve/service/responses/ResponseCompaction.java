@@ -142,7 +142,7 @@ public class ResponseCompaction {
             Map<String, JsonNode> known = new HashMap<>();
             before.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
             List<JsonNode> all = new ArrayList<>(before);
-            if (req.getInput() != null) all.addAll(items.normalize(req.getInput(), known::get, opener(owner)));
+            if (req.getInput() != null) all.addAll(items.normalize(req.getInput(), known::get, opener(owner), ResponseItems.callIds(before)::contains));
             int cut = cut(all);
             List<JsonNode> older = all.subList(0, cut);
             List<JsonNode> kept = all.subList(cut, all.size());

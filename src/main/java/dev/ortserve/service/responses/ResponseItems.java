@@ -56,6 +56,15 @@ final class ResponseItems {
     }
 
     List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references, Compactions compactions) {
+        return normalize(input, references, compactions, callId -> false);
+    }
+
+    /**
+     * As above; a tool output ({@code function_call_output}, {@code custom_tool_call_output}) must
+     * answer a call of this input or of the earlier turns ({@code earlierCall}): an orphan is a 400.
+     */
+    List<ObjectNode> normalize(ResponsesInput input, Function<String, JsonNode> references, Compactions compactions,
+                               java.util.function.Predicate<String> earlierCall) {
         List<ObjectNode> out = new ArrayList<>();
         if (input.isText()) {
             out.add(message(ResponseIds.item("msg"), "user", List.of(textPart("input_text", input.text()))));
@@ -117,7 +126,17 @@ final class ResponseItems {
                 out.add(node);
             } else if (item instanceof ResponseCompactionItem c) {
                 out.addAll(compactions.open(c.getEncryptedContent(), param + ".encrypted_content"));
-            } else if (item instanceof ResponseItemReference ref) {
+            }
+            if (item instanceof ResponseFunctionCallOutputItem || item instanceof ResponseCustomToolCallOutputItem) {
+                String callId = out.get(out.size() - 1).path("call_id").asText();
+                if (!earlierCall.test(callId) && !callIn(out, callId)) {
+                    throw new InvalidRequestException(param + ".call_id", "No tool call found for "
+                            + (item instanceof ResponseFunctionCallOutputItem ? "function" : "custom tool") + " call output with call_id '"
+                            + callId + "': give the call item before its output (or continue the response that made the call with "
+                            + "'previous_response_id').", "tool_call_not_found");
+                }
+            }
+            if (item instanceof ResponseItemReference ref) {
                 JsonNode found = references.apply(ref.getId());
                 if (found == null) {
                     throw new InvalidRequestException(param + ".id", "Item '" + ref.getId()
@@ -127,6 +146,24 @@ final class ResponseItems {
             }
         }
         return out;
+    }
+
+    private static boolean callIn(List<ObjectNode> items, String callId) {
+        for (ObjectNode i : items) {
+            String type = i.path("type").asText();
+            if ((type.equals("function_call") || type.equals("custom_tool_call")) && i.path("call_id").asText().equals(callId)) return true;
+        }
+        return false;
+    }
+
+    /** The call ids of the calls among {@code items}. */
+    static java.util.Set<String> callIds(Iterable<? extends JsonNode> items) {
+        java.util.Set<String> ids = new java.util.HashSet<>();
+        for (JsonNode i : items) {
+            String type = i.path("type").asText();
+            if (type.equals("function_call") || type.equals("custom_tool_call")) ids.add(i.path("call_id").asText());
+        }
+        return ids;
     }
 
     private ObjectNode part(ResponseContentPart part, String partType, String param) {

@@ -46,6 +46,8 @@ public final class ResponseRun {
     private final int promptTokens;
     /** The stream being produced (background runs read what it has generated so far when they are stopped). */
     private volatile StreamState current;
+    /** generate: false: the prompt is prefilled, what is generated is dropped, the response completes empty. */
+    private boolean warmUp;
     /** A background run whose end another party (a cancel, a lapsed lease, a drain) wrote first. */
     private volatile boolean endedElsewhere;
     /** A background run whose final record this replica wrote (its terminal event may still be on its way to the store). */
@@ -62,6 +64,11 @@ public final class ResponseRun {
         this.input = input;
         this.tokenizer = tokenizer;
         this.promptTokens = promptTokens;
+    }
+
+    ResponseRun warmUp() {
+        this.warmUp = true;
+        return this;
     }
 
     /** Everything one generation produced. */
@@ -96,6 +103,7 @@ public final class ResponseRun {
     }
 
     private ObjectNode finished(Generated g) {
+        if (warmUp) return draft.response("completed", List.of(), draft.usage(promptTokens, g.cached, 0, 0), null, null);
         ChatOutput out = parsers.parse(g.text.toString());
         boolean incomplete = g.finish == FinishReason.LENGTH;
         List<ObjectNode> items = draft.items(out, incomplete, g.logprobs);
@@ -217,6 +225,7 @@ public final class ResponseRun {
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
         Multi<String> body = events.map(e -> {
             st.generated.add(e.event());
+            if (warmUp) return "";
             return st.advance(e.event().textDelta(), e.event().isLast(), e.event().logprob());
         }).filter(s -> !s.isEmpty());
         Multi<String> tail = Multi.createFrom().deferred(() -> {

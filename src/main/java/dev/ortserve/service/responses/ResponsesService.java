@@ -90,18 +90,28 @@ public class ResponsesService {
      * at {@code previous_response_id} first, the store only when it has none.
      */
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner, java.util.function.Function<String, Conversation> local) {
+        return start(req, owner, local, true);
+    }
+
+    /**
+     * As above; {@code generate} false (the WebSocket warm-up, {@code generate: false}): the request
+     * is checked and its prompt prefilled (one token generated and dropped, so the prefix cache holds
+     * the prompt for the next request), and the response completes with no output.
+     */
+    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, java.util.function.Function<String, Conversation> local,
+                                  boolean generate) {
         host.requireModel(req.getModel());
         checkRequest(req);
         String previous = req.getPreviousResponseId();
-        if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null));
+        if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null, generate));
         Conversation held = local == null ? null : local.apply(previous);
-        if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held).continuing(held));
+        if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held, generate).continuing(held));
         return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
             if (conversation == null) {
                 throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
-            return admit(req, owner, conversation).continuing(conversation);
+            return admit(req, owner, conversation, generate).continuing(conversation);
         });
     }
 
@@ -175,7 +185,7 @@ public class ResponsesService {
         }
     }
 
-    private ResponseRun admit(CreateResponseRequest req, String owner, Conversation conversation) {
+    private ResponseRun admit(CreateResponseRequest req, String owner, Conversation conversation, boolean generate) {
         List<StoredResponse> chain = conversation == null ? List.of() : conversation.chain();
         ResponseItems items = new ResponseItems(mapper);
         Map<String, JsonNode> known = new HashMap<>();
@@ -187,7 +197,9 @@ public class ResponsesService {
             turnItems.forEach(i -> known.putIfAbsent(i.path("id").asText(), i));
             turns.add(turnItems);
         }
-        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner));
+        java.util.Set<String> earlierCalls = new java.util.HashSet<>();
+        turns.forEach(t -> earlierCalls.addAll(ResponseItems.callIds(t)));
+        List<ObjectNode> input = items.normalize(req.getInput(), known::get, compaction.opener(owner), earlierCalls::contains);
         ArrayNode inputArray = mapper.createArrayNode();
         input.forEach(inputArray::add);
 
@@ -221,7 +233,7 @@ public class ResponsesService {
         }
         CompletionCall call = turn.call(prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
-                .maxTokens(req.getMaxOutputTokens(), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
+                .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
         SamplingParams sampling = call.sampling();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
@@ -231,7 +243,8 @@ public class ResponsesService {
         }
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
-        return new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+        return generate ? run : run.warmUp();
     }
 
     private static double number(java.math.BigDecimal value, double unset) {
