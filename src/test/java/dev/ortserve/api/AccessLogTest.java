@@ -69,6 +69,18 @@ class AccessLogTest extends ApiTest {
     }
 
     @Test
+    void aResponsesAnswerHasItsTokens() throws Exception {
+        try (AccessLogLines log = new AccessLogLines()) {
+            Response r = json().header("x-request-id", "resp-1")
+                    .body("{\"model\":\"tiny\",\"input\":\"Hello\",\"max_output_tokens\":4,\"temperature\":0}").post("/v1/responses");
+            r.then().statusCode(200);
+            String line = log.await(m -> m.contains("request_id=resp-1")).message();
+            assertTrue(line.startsWith("POST /v1/responses 200 ") && line.endsWith(" model=tiny prompt_tokens="
+                    + r.jsonPath().getInt("usage.input_tokens") + " completion_tokens=" + r.jsonPath().getInt("usage.output_tokens")), line);
+        }
+    }
+
+    @Test
     void embeddingsHaveTheirPromptTokens() throws Exception {
         try (AccessLogLines log = new AccessLogLines()) {
             Response r = json().header("x-request-id", "emb-1").body("{\"model\":\"all-minilm-l6-v2\",\"input\":\"hello world\"}")

@@ -127,6 +127,12 @@ class ArchitectureTest {
         selfContained("dev.ortserve.parse");
     }
 
+    @Test
+    void theLoggingHelpersImportNothingOfOrtserve() {
+        // the access record is filled by services and written by the api: it must know neither
+        selfContained("dev.ortserve.logging");
+    }
+
     /** A library lifted out of the app: its classes depend on nothing of dev.ortserve outside their own package tree. */
     private static void selfContained(String library) {
         noClasses().that().resideInAPackage(library + "..")
