@@ -68,6 +68,46 @@ class Qwen3FamilyTest extends FamilyModelTest {
         assertEquals(8, answer.getInt("usage.completion_tokens"));
     }
 
+    /**
+     * The Messages API's thinking switch reaches Qwen3's template (enable_thinking false renders the empty
+     * think block, so the prompt is longer), and a budget is accepted on the real 151k vocabulary.
+     */
+    @Test
+    void anthropicThinkingOnTheTemplateSwitchWithABudget() throws Exception {
+        ObjectNode body = JSON.createObjectNode();
+        body.put("model", family());
+        body.putArray("messages").addObject().put("role", "user").put("content", "Why is the sky blue?");
+        body.putObject("thinking").put("type", "enabled").put("budget_tokens", 3);
+        int thinking = post("/v1/messages/count_tokens", body).getInt("input_tokens");
+        body.putObject("thinking").put("type", "disabled");
+        int plain = post("/v1/messages/count_tokens", body).getInt("input_tokens");
+        assertTrue(plain > thinking, "enable_thinking false adds the empty think block: " + plain + " vs " + thinking);
+
+        body.putObject("thinking").put("type", "enabled").put("budget_tokens", 3);
+        body.put("max_tokens", 24);
+        body.put("temperature", 0);
+        JsonPath m = post("/v1/messages", body);
+        // accepted: <think> and </think> are single tokens of Qwen3's vocabulary. This random model's greedy output does not
+        // open a think block, so the budget (enforced in AnthropicMessagesSdkTest) leaves it as it is: all text, streamed alike
+        assertEquals(1, m.getList("content").size());
+        assertEquals("text", m.getString("content[0].type"));
+        assertEquals("max_tokens", m.getString("stop_reason"));
+        StringBuilder streamed = new StringBuilder();
+        body.put("stream", true);
+        for (String data : SseFramesData.of(postStream("/v1/messages", body))) {
+            JsonPath e = JsonPath.from(data);
+            if ("text_delta".equals(e.getString("delta.type"))) streamed.append(e.getString("delta.text"));
+        }
+        assertEquals(m.getString("content[0].text"), streamed.toString());
+    }
+
+    /** The data payloads of an SSE body. */
+    static final class SseFramesData {
+        static java.util.List<String> of(String body) {
+            return dev.ortserve.contract.SseFrames.data(body);
+        }
+    }
+
     public static class Profile extends NoConfiguration {
         @Override
         String family() {
