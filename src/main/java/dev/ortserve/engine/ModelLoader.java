@@ -101,7 +101,29 @@ public final class ModelLoader {
     }
 
     private static OrtSession open(OrtEnvironment env, Path modelFile, EngineOptions options) {
-        OrtSession s = createSession(env, modelFile, options);
+        return open(env, modelFile, options, false);
+    }
+
+    /**
+     * @param probeOnly the session runs the load probe once and is released: its weights are not
+     *                  prepacked (onnxruntime reads them in place from the mapped file instead of making
+     *                  a packed copy of every fp32 matrix, which is both the time and the memory of the
+     *                  session; fp32 MatMuls give the same numbers, MatMulNBits' int8-activation kernel
+     *                  needs its prepacked blocks, so it then computes slightly differently)
+     */
+    private static OrtSession open(OrtEnvironment env, Path modelFile, EngineOptions options, boolean probeOnly) {
+        OrtSession s;
+        if (probeOnly) {
+            try {
+                OrtSession.SessionOptions so = sessionOptions(options);
+                so.addConfigEntry("session.disable_prepacking", "1");
+                s = env.createSession(modelFile.toString(), so);
+            } catch (OrtException e) {
+                throw new ModelLoadException("ONNX Runtime cannot load " + modelFile + ": " + e.getMessage(), e);
+            }
+        } else {
+            s = createSession(env, modelFile, options);
+        }
         LOADING_PEAK.accumulateAndGet(LOADING.incrementAndGet(), Math::max);
         return s;
     }
@@ -150,7 +172,10 @@ public final class ModelLoader {
         } catch (IOException | RuntimeException e) {
             LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
         }
-        OrtSession original = open(env, modelFile, options);
+        // a quantized target is compared within 0.995 / 0.95: the original then runs unpacked (half the peak of
+        // a cold quantized start); an exact rewrite is held to float rounding, so the original runs as served
+        // (MatMulNBits kernels differ with and without prepacking)
+        OrtSession original = open(env, modelFile, options, quantized);
         DecoderSpec spec;
         RewriteProbe.Outcome expected;
         try {
@@ -167,7 +192,8 @@ public final class ModelLoader {
                         + modelFile + " (" + e.getMessage() + ")", e);
             }
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
-            return new Rewritten(handOver(original), List.of());
+            release(original);
+            return new Rewritten(handOver(open(env, modelFile, options)), List.of());
         }
         release(original); // before the rewrite and its session: never two models at once
         original = null;

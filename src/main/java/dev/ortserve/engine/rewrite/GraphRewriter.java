@@ -107,7 +107,7 @@ public final class GraphRewriter {
         if (options.precision() != WeightPrecision.MODEL) {
             int n = BlockQuantizedWeights.apply(g, options.precision().bits);
             if (n > 0) applied.add(options.precision().name().toLowerCase() + " weights (" + n + " MatMuls)");
-            else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 constant-weight MatMul (already quantized?)");
+            else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 or float16 constant-weight MatMul (already quantized, or bf16)");
         }
         if (options.fuseNorms()) {
             int n = RmsNormFusion.apply(g);
