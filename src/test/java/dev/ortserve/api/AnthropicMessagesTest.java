@@ -61,6 +61,23 @@ class AnthropicMessagesTest extends ApiTest {
                 .body("stop_reason", equalTo("stop_sequence")).body("stop_sequence", equalTo(stop));
     }
 
+    /** What Claude Code sends besides the basics: a system message in the conversation, adaptive thinking, context edits, effort. */
+    @Test
+    void claudeCodesRequestShape() {
+        String body = "{\"model\":\"" + MODEL + "\",\"max_tokens\":32000,\"stream\":true,\"metadata\":{\"user_id\":\"{\\\"session_id\\\":\\\"s\\\"}\"},"
+                + "\"system\":[{\"type\":\"text\",\"text\":\"You are a CLI.\"},{\"type\":\"text\",\"text\":\"Be brief.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+                + "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"say hi\"}]},"
+                + "{\"role\":\"system\",\"content\":[{\"type\":\"text\",\"text\":\"Reminder.\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],"
+                + "\"tools\":[{\"name\":\"Bash\",\"description\":\"Run\",\"input_schema\":{\"$schema\":\"http://json-schema.org/draft-07/schema#\",\"type\":\"object\","
+                + "\"properties\":{\"command\":{\"type\":\"string\"}},\"required\":[\"command\"],\"additionalProperties\":false}}],"
+                + "\"thinking\":{\"type\":\"adaptive\"},\"context_management\":{\"edits\":[{\"type\":\"clear_thinking_20251015\",\"keep\":\"all\"}]},"
+                + "\"output_config\":{\"effort\":\"high\"}}";
+        String sse = given().contentType("application/json").header("anthropic-beta", "claude-code-20250219").queryParam("beta", "true")
+                .body(body).post("/v1/messages").then().statusCode(200).extract().asString();
+        List<SseFrames.Frame> frames = SseFrames.parse(sse);
+        assertEquals("message_stop", frames.get(frames.size() - 1).event(), sse);
+    }
+
     @Test
     void countTokensIsWhatTokenizeRenders() {
         int counted = json().body("{\"model\":\"" + MODEL + "\",\"system\":\"Be brief.\",\"messages\":[{\"role\":\"user\",\"content\":\"Say something\"}]}")

@@ -15,6 +15,7 @@ import dev.ortserve.api.model.AnthropicRedactedThinkingBlockParam;
 import dev.ortserve.api.model.AnthropicTextBlock;
 import dev.ortserve.api.model.AnthropicTextBlockParam;
 import dev.ortserve.api.model.AnthropicThinkingBlock;
+import dev.ortserve.api.model.AnthropicThinkingAdaptive;
 import dev.ortserve.api.model.AnthropicThinkingBlockParam;
 import dev.ortserve.api.model.AnthropicThinkingConfig;
 import dev.ortserve.api.model.AnthropicThinkingEnabled;
@@ -89,9 +90,12 @@ public class MessagesProtocol {
         }
         Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
         List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
+        int context = host.info().maxModelLen();
         return host.chatPrompts().renderOffIoThread(c.prompt()).map(prompt -> {
+            // max_tokens is a cap (Claude Code asks for 32000 whatever the model): lowered to what the context leaves
+            int maxTokens = Math.max(1, Math.min(req.getMaxTokens(), context - prompt.tokenIds().length));
             SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
-                    .topK(req.getTopK()).maxTokens(req.getMaxTokens(), "max_tokens").stop(stops);
+                    .topK(req.getTopK()).maxTokens(maxTokens, "max_tokens").stop(stops);
             return c.turn().call(prompt, sampling, 1, "messages");
         }).flatMap(call -> {
             String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
@@ -135,8 +139,10 @@ public class MessagesProtocol {
         if (hasTools && choice != ChatTurnRequest.ToolChoice.NONE && host.toolCallParser() == null) {
             throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
         }
-        boolean thinks = thinking instanceof AnthropicThinkingEnabled;
-        if (thinks && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
+        // adaptive: the model decides; a model that can think (it has a reasoning parser) may, others do not
+        boolean thinks = thinking instanceof AnthropicThinkingEnabled
+                || (thinking instanceof AnthropicThinkingAdaptive && host.reasoningParser() != null);
+        if (thinking instanceof AnthropicThinkingEnabled && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
             throw new InvalidRequestException("thinking", "Thinking may not be enabled when 'tool_choice' forces tool use ('any' or 'tool').");
         }
         List<Map<String, Object>> templateTools = null;
@@ -160,7 +166,7 @@ public class MessagesProtocol {
         ChatTurn turn = generate && thinking instanceof AnthropicThinkingEnabled on
                 ? turns.prepare(turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
                 : turns.prepare(turnRequest);
-        if (thinks && host.reasoningParser() == null) {
+        if (thinking instanceof AnthropicThinkingEnabled && host.reasoningParser() == null) {
             throw new InvalidRequestException("thinking", "This model has no reasoning parser configured, so it cannot think "
                     + "(set ortserve.reasoning-parser for a reasoning model).");
         }
@@ -197,6 +203,11 @@ public class MessagesProtocol {
             String param = "messages[" + i + "].content";
             boolean user = m.getRole() == AnthropicInputMessage.RoleEnum.USER;
             AnthropicContent content = m.getContent();
+            if (m.getRole() == AnthropicInputMessage.RoleEnum.SYSTEM) {
+                // a system message inside the conversation (Claude Code sends them): text only, in its place
+                out.add(message("system", content.isText() ? content.text() : systemText(content, param)));
+                continue;
+            }
             if (content.isText()) {
                 out.add(message(user ? "user" : "assistant", content.text()));
                 continue;
@@ -267,6 +278,18 @@ public class MessagesProtocol {
             out.append(t.getText());
         }
         return out.toString();
+    }
+
+    private static String systemText(AnthropicContent content, String param) {
+        List<AnthropicTextBlockParam> texts = new ArrayList<>();
+        List<AnthropicContentBlockParam> blocks = content.blocks();
+        for (int k = 0; k < blocks.size(); k++) {
+            if (!(blocks.get(k) instanceof AnthropicTextBlockParam t)) {
+                throw new InvalidRequestException(param + "[" + k + "]", "A system message holds text blocks only, not '" + blocks.get(k).getType() + "'.");
+            }
+            texts.add(t);
+        }
+        return joined(texts);
     }
 
     private static String joined(List<AnthropicTextBlockParam> blocks) {
