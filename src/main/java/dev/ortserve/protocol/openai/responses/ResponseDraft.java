@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -9,6 +9,7 @@ import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.ToolCallParser;
+import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.store.ResponseIds;
 
 import java.math.BigDecimal;
@@ -214,10 +215,7 @@ final class ResponseDraft {
     }
 
     static boolean terminal(String status) {
-        return switch (status) {
-            case "completed", "incomplete", "failed", "cancelled" -> true;
-            default -> false;
-        };
+        return BackgroundRuns.terminal(status);
     }
 
     /**

@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -12,6 +12,7 @@ import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.api.model.ResponseTextFormatJsonSchema;
 import dev.ortserve.service.chat.ChatTurn;

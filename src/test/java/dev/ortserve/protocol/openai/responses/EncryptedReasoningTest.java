@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -8,6 +8,8 @@ import dev.ortserve.TinyModelResource;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.union.ResponsesInput;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.service.responses.CompactionSeal;
+import dev.ortserve.service.responses.TestSeals;
 import dev.ortserve.contract.ContractValidationFilter;
 import dev.ortserve.contract.SseFrames;
 import dev.ortserve.engine.FinishReason;
@@ -53,10 +55,8 @@ class EncryptedReasoningTest {
     }
 
     static CompactionSeal seal() {
-        CompactionSeal seal = new CompactionSeal();
-        seal.config = (OrtserveConfig) Proxy.newProxyInstance(OrtserveConfig.class.getClassLoader(), new Class<?>[] {OrtserveConfig.class},
-                (proxy, method, args) -> method.getName().equals("compactionKey") ? Optional.of("shared by every replica") : null);
-        return seal;
+        return TestSeals.with((OrtserveConfig) Proxy.newProxyInstance(OrtserveConfig.class.getClassLoader(), new Class<?>[] {OrtserveConfig.class},
+                (proxy, method, args) -> method.getName().equals("compactionKey") ? Optional.of("shared by every replica") : null));
     }
 
     static ResponseCompaction compaction(CompactionSeal seal) {

@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -20,6 +20,8 @@ import dev.ortserve.store.RecordTooLargeException;
 import dev.ortserve.store.ResponseStore;
 import dev.ortserve.store.StoreUnavailableException;
 import dev.ortserve.store.StoredResponse;
+import dev.ortserve.service.responses.BackgroundRun;
+import dev.ortserve.service.responses.StoreFailures;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 
@@ -31,7 +33,7 @@ import java.util.List;
  * as the Responses event stream, and in both cases is stored (when asked) before the client
  * sees the final object, so a GET right after the last event returns the same object.
  */
-public final class ResponseRun {
+public final class ResponseRun implements BackgroundRun {
 
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger(ResponseRun.class);
 
@@ -127,20 +129,7 @@ public final class ResponseRun {
     }
 
     static Throwable storeFailure(Throwable f) {
-        if (f instanceof StoreUnavailableException u) {
-            // the store's own words (hosts, ports) go to the log, not to clients
-            LOG.warnf("Conversation store unavailable: %s", u.getMessage());
-            return new UnavailableException("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
-        }
-        if (f instanceof RecordTooLargeException r) {
-            return new InvalidRequestException("store", "The response cannot be stored: " + r.getMessage()
-                    + " (ORTSERVE_STORE_MAX_RECORD_BYTES). Lower 'max_output_tokens' or send 'store': false.", "response_too_large");
-        }
-        if (f instanceof ConversationFullException c) {
-            return new InvalidRequestException("previous_response_id", "The conversation cannot grow further: " + c.getMessage()
-                    + " (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
-        }
-        return f;
+        return StoreFailures.of(f);
     }
 
     /** The conversation this turn continues (null for a first turn). */
@@ -166,6 +155,7 @@ public final class ResponseRun {
 
     // ------------------------------------------------------------------ background runs
 
+    @Override
     public String id() {
         return draft.id;
     }
@@ -178,21 +168,25 @@ public final class ResponseRun {
         return draft.background;
     }
 
-    boolean endedElsewhere() {
+    @Override
+    public boolean endedElsewhere() {
         return endedElsewhere;
     }
 
-    boolean finishedHere() {
+    @Override
+    public boolean finishedHere() {
         return finishedHere;
     }
 
     /** The record a background run is stored with before it starts. */
-    StoredResponse queued() {
+    @Override
+    public StoredResponse queued() {
         return new StoredResponse(draft.id, draft.previousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
     }
 
     /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
-    StoredResponse interrupted(String status, ObjectNode error) {
+    @Override
+    public StoredResponse interrupted(String status, ObjectNode error) {
         StreamState st = current;
         List<ObjectNode> items = List.of();
         int tokens = 0, cached = 0;
@@ -212,11 +206,13 @@ public final class ResponseRun {
     }
 
     /** Drops an admitted generation that will never be read (its background run could not be stored). */
-    void abandon() {
+    @Override
+    public void abandon() {
         events.subscribe().with(e -> { }, f -> { }).cancel();
     }
 
     /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
+    @Override
     public Multi<String> frames() {
         StreamState st = new StreamState();
         current = st;

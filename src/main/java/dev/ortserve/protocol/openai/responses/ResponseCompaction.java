@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -8,6 +8,7 @@ import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.NotFoundException;
 import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.service.responses.CompactionSeal;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
