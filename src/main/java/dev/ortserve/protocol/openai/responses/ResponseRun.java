@@ -7,11 +7,9 @@ import dev.ortserve.service.error.GenerationFailedException;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.ServiceException;
 import dev.ortserve.service.error.UnavailableException;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TextTokenizer;
-import dev.ortserve.engine.TokenEvent;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ChatDeltaStream;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.OutputParsers;
@@ -44,7 +42,7 @@ public final class ResponseRun implements BackgroundRun {
     private final ResponseStore store;
     private final String owner;
     private final ArrayNode input;
-    private final TextTokenizer tokenizer;
+    private final java.util.function.ToIntFunction<String> tokenCount;
     private final int promptTokens;
     /** The stream being produced (background runs read what it has generated so far when they are stopped). */
     private volatile StreamState current;
@@ -56,7 +54,7 @@ public final class ResponseRun implements BackgroundRun {
     private volatile boolean finishedHere;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
-                String owner, ArrayNode input, TextTokenizer tokenizer, int promptTokens) {
+                String owner, ArrayNode input, java.util.function.ToIntFunction<String> tokenCount, int promptTokens) {
         this.draft = draft;
         this.events = events;
         this.parsers = parsers;
@@ -64,7 +62,7 @@ public final class ResponseRun implements BackgroundRun {
         this.store = store;
         this.owner = owner;
         this.input = input;
-        this.tokenizer = tokenizer;
+        this.tokenCount = tokenCount;
         this.promptTokens = promptTokens;
     }
 
@@ -76,25 +74,25 @@ public final class ResponseRun implements BackgroundRun {
     /** Everything one generation produced. */
     private static final class Generated {
         final StringBuilder text = new StringBuilder();
-        final List<TokenLogprob> logprobs = new ArrayList<>();
+        final List<Logprob> logprobs = new ArrayList<>();
         int tokens;
         int cached;
-        FinishReason finish;
+        Finish finish;
 
-        synchronized void add(TokenEvent e) {
+        synchronized void add(ChoiceEvent e) {
             cached = e.cachedTokens();
             text.append(e.textDelta());
             if (e.logprob() != null) logprobs.add(e.logprob());
             tokens++;
-            if (e.finishReason() != null) finish = e.finishReason();
+            if (e.finish() != null) finish = e.finish();
         }
     }
 
     /** The finished response object (stored first when the request asked for storage). */
     public Uni<ObjectNode> complete() {
-        return events.collect().in(Generated::new, (g, e) -> g.add(e.event()))
+        return events.collect().in(Generated::new, (g, e) -> g.add(e))
                 .flatMap(g -> {
-                    if (g.finish == FinishReason.ERROR || g.finish == null) {
+                    if (g.finish == Finish.ERROR || g.finish == null) {
                         LOG.warnf("Response %s: generation ended without a result (%d tokens, finish %s)", draft.id, g.tokens, g.finish);
                         return Uni.createFrom().failure(new GenerationFailedException("Generation failed"
                                 + (g.finish == null ? ": the generation ended without a finish reason." : ".")));
@@ -107,9 +105,9 @@ public final class ResponseRun implements BackgroundRun {
     private ObjectNode finished(Generated g) {
         if (warmUp) return draft.response("completed", List.of(), draft.usage(promptTokens, g.cached, 0, 0), null, null);
         ChatOutput out = parsers.parse(g.text.toString());
-        boolean incomplete = g.finish == FinishReason.LENGTH;
+        boolean incomplete = g.finish == Finish.LENGTH;
         List<ObjectNode> items = draft.items(out, incomplete, g.logprobs);
-        int reasoningTokens = out.reasoning() == null || out.reasoning().isEmpty() ? 0 : tokenizer.encode(out.reasoning()).length;
+        int reasoningTokens = out.reasoning() == null || out.reasoning().isEmpty() ? 0 : tokenCount.applyAsInt(out.reasoning());
         return draft.response(incomplete ? "incomplete" : "completed", items, draft.usage(promptTokens, g.cached, g.tokens, reasoningTokens),
                 incomplete ? "max_output_tokens" : null, null);
     }
@@ -192,7 +190,7 @@ public final class ResponseRun implements BackgroundRun {
         int tokens = 0, cached = 0;
         if (st != null) {
             String text;
-            List<TokenLogprob> logprobs;
+            List<Logprob> logprobs;
             synchronized (st.generated) {
                 text = st.generated.text.toString();
                 logprobs = new ArrayList<>(st.generated.logprobs);
@@ -220,13 +218,13 @@ public final class ResponseRun implements BackgroundRun {
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
         Multi<String> body = events.map(e -> {
-            st.generated.add(e.event());
+            st.generated.add(e);
             if (warmUp) return "";
-            return st.advance(e.event().textDelta(), e.event().isLast(), e.event().logprob());
+            return st.advance(e.textDelta(), e.isLast(), e.logprob());
         }).filter(s -> !s.isEmpty());
         Multi<String> tail = Multi.createFrom().deferred(() -> {
             Generated g = st.generated;
-            if (g.finish == FinishReason.ERROR || g.finish == null) {
+            if (g.finish == Finish.ERROR || g.finish == null) {
                 return Multi.createFrom().item(st.failed("server_error", "Generation failed."));
             }
             ObjectNode response = finished(g);
@@ -264,7 +262,7 @@ public final class ResponseRun implements BackgroundRun {
         final StringBuilder reasoning = new StringBuilder();
         final StringBuilder content = new StringBuilder();
         final List<StreamedCall> calls = new ArrayList<>();
-        final List<TokenLogprob> pendingLogprobs = new ArrayList<>();
+        final List<Logprob> pendingLogprobs = new ArrayList<>();
         int sequence;
         int nextOutputIndex;
         int reasoningIndex = -1;
@@ -303,9 +301,9 @@ public final class ResponseRun implements BackgroundRun {
         }
 
         /** The events for one more piece of text: the same incremental parse as chat's stream. */
-        String advance(String delta, boolean last, TokenLogprob logprob) {
+        String advance(String delta, boolean last, Logprob logprob) {
             StringBuilder out = new StringBuilder();
-            boolean cutShort = last && generated.finish == FinishReason.LENGTH;
+            boolean cutShort = last && generated.finish == Finish.LENGTH;
             // parsers regroup the text: each token's logprob rides on the next text delta that goes out
             if (draft.withLogprobs && logprob != null) pendingLogprobs.add(logprob);
             for (ChatDeltaStream.Delta d : deltas.add(delta, last)) {

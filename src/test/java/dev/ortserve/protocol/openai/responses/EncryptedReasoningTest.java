@@ -75,7 +75,7 @@ class EncryptedReasoningTest {
         draft.sealReasoning(compaction.reasoningSealer("owner-a"));
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), null, Map.of());
         ResponseRun run = new ResponseRun(draft, ResponseEventStreamTest.scripted("<think>\nA secret plan.\n</think>\n\nHello.", 3, FinishReason.STOP),
-                parsers, JSON, null, "", JSON.createArrayNode(), tokenizer, 10);
+                parsers, JSON, null, "", JSON.createArrayNode(), piece -> tokenizer.encode(piece).length, 10);
         String body = String.join("", run.frames().collect().asList().await().atMost(Duration.ofSeconds(10)));
         assertEquals(List.of(), ContractValidationFilter.get().validateStream("POST", "/v1/responses", body));
         List<SseFrames.Frame> frames = SseFrames.parse(body);
