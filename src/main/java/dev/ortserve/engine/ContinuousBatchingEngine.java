@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.PendingKv;
+import dev.ortserve.engine.kv.PrefixCache;
+
 import ai.onnxruntime.OrtException;
 import io.smallrye.mutiny.Multi;
 import org.jboss.logging.Logger;

@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvBlock;
+
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
