@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.runner.OrtDecoderRunner;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 

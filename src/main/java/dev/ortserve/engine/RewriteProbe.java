@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.runner.OrtDecoderRunner;
+
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;

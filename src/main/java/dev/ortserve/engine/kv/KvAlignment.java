@@ -1,6 +1,6 @@
 package dev.ortserve.engine.kv;
 
-import dev.ortserve.engine.ForwardPass;
+import dev.ortserve.engine.runner.ForwardPass;
 
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.WireFormat;

@@ -1,4 +1,4 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.runner;
 
 import dev.ortserve.engine.kv.KvAlignment;
 
