@@ -1,5 +1,6 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.load.RewriteProbe;
 import dev.ortserve.engine.kv.KvAlignment;
 
 import ai.onnxruntime.NodeInfo;
