@@ -118,8 +118,27 @@ class ArchitectureTest {
     @Test
     void theGraphRewriterImportsNothingOfTheEngine() {
         noClasses().that().resideInAPackage("dev.ortserve.engine.rewrite..")
-                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine", "dev.ortserve.engine.grammar..")
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine", "dev.ortserve.engine.grammar..",
+                        "dev.ortserve.engine.load..", "dev.ortserve.engine.kv..", "dev.ortserve.engine.runner..", "dev.ortserve.engine.sampling..")
                 .check(classes);
+    }
+
+    @Test
+    void theEngineRootIsItsOnlyFace() {
+        String[] internals = {"dev.ortserve.engine.load..", "dev.ortserve.engine.kv..", "dev.ortserve.engine.runner..",
+                "dev.ortserve.engine.sampling.."};
+        noClasses().that().resideOutsideOfPackages(concat("dev.ortserve.engine", internals))
+                .should().dependOnClassesThat().resideInAnyPackage(internals)
+                .because("the app (and engine.grammar, engine.rewrite) uses the engine through the types at its root; "
+                        + "loading, KV, runner and sampling internals stay behind it")
+                .check(classes);
+    }
+
+    private static String[] concat(String first, String[] rest) {
+        String[] all = new String[rest.length + 1];
+        all[0] = first;
+        System.arraycopy(rest, 0, all, 1, rest.length);
+        return all;
     }
 
     @Test
