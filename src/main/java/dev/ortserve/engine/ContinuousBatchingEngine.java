@@ -212,13 +212,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         steps.incrementAndGet();
         kv.adopt(out, pass.totalLength());
         listener.stepped(b, (long) b * pass.totalLength(), (long) options.maxSequences() * spec.maxModelLen());
-        float[] logits = new float[out.vocabSize()];
-        for (int r = 0; r < b; r++) {
-            Sequence s = rows.get(r);
-            out.lastLogits(r, logits);
-            s.length++;
-            s.onLogits(logits);
-        }
+        sampleRows(out, b);
         listener.decoded(b, forward, System.nanoTime() - started);
     }
 
@@ -240,14 +234,19 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             steps.incrementAndGet();
             kv.advance();
             listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
-            float[] logits = new float[out.vocabSize()];
-            for (int r = 0; r < b; r++) {
-                Sequence s = rows.get(r);
-                out.lastLogits(r, logits);
-                s.length++;
-                s.onLogits(logits);
-            }
+            sampleRows(out, b);
             listener.decoded(b, forward, System.nanoTime() - started);
+        }
+    }
+
+    /** Each decoded row takes its last position's logits: one more token in its sequence. */
+    private void sampleRows(DecoderRunner.Forward out, int b) {
+        float[] logits = new float[out.vocabSize()];
+        for (int r = 0; r < b; r++) {
+            Sequence s = rows.get(r);
+            out.lastLogits(r, logits);
+            s.length++;
+            s.onLogits(logits);
         }
     }
 

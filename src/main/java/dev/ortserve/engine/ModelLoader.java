@@ -430,14 +430,15 @@ public final class ModelLoader {
 
     /**
      * The builder writes {@code search.past_present_share_buffer: true}: onnxruntime-genai then
-     * allocates one KV buffer of the context length and binds it as both past and present. The Java
-     * API has no IoBinding, so the engine passes each past at its current length and takes present
-     * as a new tensor; GroupQueryAttention gives the same results without the shared buffer.
+     * allocates one KV buffer of the context length and binds it as both past and present. ortserve
+     * does the same with ORTSERVE_ENGINE_KV_IN_PLACE (a growing buffer pinned as the present output);
+     * otherwise each past goes in at its current length and present comes back as a new tensor, and
+     * GroupQueryAttention gives the same results either way.
      */
     private static void logSharedBuffer(Path dir, KvAlignment alignment) {
         JsonNode share = readJson(dir.resolve("genai_config.json")).path("search").path("past_present_share_buffer");
         if (share.asBoolean(false)) {
-            LOG.infof("%s: past_present_share_buffer is true; served with separate past and present tensors of the current length%s",
+            LOG.infof("%s: past_present_share_buffer is true; the engine shares the buffer only with ORTSERVE_ENGINE_KV_IN_PLACE (its start line says which)%s",
                     dir.resolve("genai_config.json"), alignment == KvAlignment.START ? "" : " (the graph has no GroupQueryAttention)");
         }
     }
