@@ -14,32 +14,21 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The Lark subset judged on texts, both as the automaton of a JSON string's content and as a Java regular expression. */
-class LarkGrammarTest {
+public class LarkGrammarTest {
 
     static final ObjectMapper JSON = new ObjectMapper();
 
-    /** Codex CLI's apply_patch grammar (codex-rs core/src/tools/handlers/tool_apply_patch.lark). */
-    static final String APPLY_PATCH = """
-            start: begin_patch hunk+ end_patch
-            begin_patch: "*** Begin Patch" LF
-            end_patch: "*** End Patch" LF?
+    static final String APPLY_PATCH = applyPatchGrammar();
 
-            hunk: add_hunk | delete_hunk | update_hunk
-            add_hunk: "*** Add File: " filename LF add_line+
-            delete_hunk: "*** Delete File: " filename LF
-            update_hunk: "*** Update File: " filename LF change_move? change?
+    /** Codex CLI's apply_patch grammar, as codex-rs ships it (core/src/tools/handlers/tool_apply_patch.lark). */
+    public static String applyPatchGrammar() {
+        try (var in = LarkGrammarTest.class.getResourceAsStream("/codex/apply_patch.lark")) {
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
 
-            filename: /(.+)/
-            add_line: "+" /(.*)/ LF -> line
-
-            change_move: "*** Move to: " filename LF
-            change: (change_context | change_line)+ eof_line?
-            change_context: ("@@" | "@@ " /(.+)/) LF
-            change_line: ("+" | "-" | " ") /(.*)/ LF
-            eof_line: "*** End of File" LF
-
-            %import common.LF
-            """;
 
     static final String PATCH = """
             *** Begin Patch
