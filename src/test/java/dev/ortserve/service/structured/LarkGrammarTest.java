@@ -162,4 +162,19 @@ public class LarkGrammarTest {
         assertTrue(nfa.size() < 50_000, "states: " + nfa.size());
         assertTrue(dfa.states() < 1_000, "DFA states: " + dfa.states());
     }
+
+    @Test
+    void theSchemaKeywordPutsTheGrammarInsideAJsonString() throws Exception {
+        String schema = "{\"type\":\"object\",\"properties\":{\"input\":{\"type\":\"string\",\"" + JsonSchemaGrammar.LARK + "\":"
+                + JSON.writeValueAsString("start: \"say \\\"\" WORD \"\\\"\" LF\n%import common.WORD\n%import common.LF") + "}},"
+                + "\"required\":[\"input\"],\"additionalProperties\":false}";
+        Nfa nfa = new Nfa();
+        ByteDfa dfa = new ByteDfa(nfa, JsonSchemaGrammar.compile(nfa, JSON.readTree(schema)));
+        assertTrue(JsonSchemaGrammarTest.accepts(dfa, "{\"input\": \"say \\\"hi\\\"\\n\"}"));
+        assertFalse(JsonSchemaGrammarTest.accepts(dfa, "{\"input\": \"say \\\"hi\\\"\n\"}"), "a raw newline is not JSON");
+        assertFalse(JsonSchemaGrammarTest.accepts(dfa, "{\"input\": \"say \"hi\"\\n\"}"), "an unescaped quote");
+        SchemaException e = assertThrows(SchemaException.class, () -> JsonSchemaGrammar.compile(new Nfa(),
+                JSON.readTree("{\"type\":\"string\",\"" + JsonSchemaGrammar.LARK + "\":\"start: start\"}")));
+        assertTrue(e.getMessage().contains("recursive"), e.getMessage());
+    }
 }
