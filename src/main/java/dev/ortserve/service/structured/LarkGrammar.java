@@ -204,7 +204,9 @@ final class LarkGrammar {
         if (dot > 0 && head.substring(dot + 1).matches("-?[0-9]+")) head = head.substring(0, dot);
         if (!head.matches("_?[A-Za-z][A-Za-z0-9_]*|_[A-Za-z0-9_]+")) throw error("'" + head + "' is not a rule or terminal name");
         if (definitions.containsKey(head)) throw error("'" + head + "' is defined twice");
-        definitions.put(head, expression(s.substring(colon + 1)));
+        String body = s.substring(colon + 1).strip();
+        if (body.startsWith("|")) body = body.substring(1); // alternatives all on continuation lines: "name:\n | a\n | b"
+        definitions.put(head, expression(body));
     }
 
     private void directive(String s) {

@@ -92,6 +92,10 @@ public class LarkGrammarTest {
         assertFalse(accepts(g, "hello,"));
         assertFalse(accepts(g, "hello,Bob"));
         assertFalse(accepts(g, "hi!!"));
+        String leading = "start: x\nx:\n  | \"a\"\n  | \"b\"";
+        assertTrue(accepts(leading, "a"));
+        assertTrue(accepts(leading, "b"));
+        assertFalse(accepts(leading, ""));
         String counted = "start: DIGIT~3 \"-\" DIGIT~1..2\n%import common.DIGIT";
         assertTrue(accepts(counted, "123-4"));
         assertTrue(accepts(counted, "123-45"));
