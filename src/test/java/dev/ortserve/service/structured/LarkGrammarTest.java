@@ -164,7 +164,9 @@ public class LarkGrammarTest {
         Nfa nfa = new Nfa();
         ByteDfa dfa = new ByteDfa(nfa, LarkGrammar.compile(nfa, APPLY_PATCH, "x"));
         assertTrue(nfa.size() < 50_000, "states: " + nfa.size());
-        assertTrue(dfa.states() < 1_000, "DFA states: " + dfa.states());
+        String json = JSON.writeValueAsString(PATCH);
+        assertTrue(dfa.accepting(dfa.walk(dfa.start(), json.substring(1, json.length() - 1).getBytes(StandardCharsets.UTF_8))));
+        assertTrue(dfa.states() < 1_000, "DFA states (built lazily, here along every construct of a patch): " + dfa.states());
     }
 
     @Test
