@@ -1,5 +1,10 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.runner.OrtDecoderRunner;
+import dev.ortserve.engine.kv.PendingKv;
+import dev.ortserve.engine.kv.PrefixCache;
+
 import ai.onnxruntime.OrtException;
 import io.smallrye.mutiny.Multi;
 import org.jboss.logging.Logger;
@@ -16,7 +21,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>takes waiting sequences into free slots ({@link Scheduler}: admission queue, batch window),
  * looking up the longest cached prefix of each ({@link PrefixCache});</li>
  * <li>runs one decode step for all running rows in a single batched forward pass over the
- * batch's KV ({@link KvCache}: rows padded as the model's {@link KvAlignment} says, present tensors fed back as the next past
+ * batch's KV ({@link KvCache}: rows padded as the model's {@link dev.ortserve.engine.kv.KvAlignment} says, present tensors fed back as the next past
  * without a copy);</li>
  * <li>prefills waiting prompts within the prefill budget: prompts that fit whole share one
  * padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in

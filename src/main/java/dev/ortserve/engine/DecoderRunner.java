@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.runner.ForwardPass;
+
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtException;
 

@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvAlignment;
+
 import ai.onnxruntime.OnnxJavaType;
 
 import java.util.List;

@@ -1,5 +1,6 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 
 import java.nio.file.Path;

@@ -1,5 +1,10 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.kv.PendingKv;
+import dev.ortserve.engine.kv.PrefixCache;
+
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
@@ -82,9 +87,11 @@ final class KvCache implements AutoCloseable {
         length++;
     }
 
+    /** In place: room for the next step, rounded up to {@link #GROWTH}, past the context only when a row needs it (rotary caches end there). */
     private int spanFor(int newLength) {
         if (!inPlace) return newLength;
-        return (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
+        int rounded = (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
+        return Math.max(newLength + 1, Math.min(rounded, spec.maxModelLen()));
     }
 
     PrefixCache prefix() {

@@ -1,5 +1,9 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.kv.PendingKv;
+
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;

@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.load.RewriteProbe;
+import dev.ortserve.engine.kv.KvAlignment;
+
 import ai.onnxruntime.NodeInfo;
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OrtEnvironment;

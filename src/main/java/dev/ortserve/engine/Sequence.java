@@ -1,5 +1,10 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.PendingKv;
+import dev.ortserve.engine.kv.PrefixCache;
+import dev.ortserve.engine.sampling.StopStringMatcher;
+import dev.ortserve.engine.sampling.TokenSampler;
+
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.operators.multi.processors.UnicastProcessor;
 

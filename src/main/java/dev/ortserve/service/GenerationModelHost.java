@@ -126,6 +126,16 @@ public class GenerationModelHost {
         return served != null;
     }
 
+    /** The served model's context length in tokens. */
+    public int contextLength() {
+        return model().spec().maxModelLen();
+    }
+
+    /** How many tokens the served model's tokenizer makes of a text (no special tokens added). */
+    public int countTokens(String text) {
+        return model().tokenizer().encode(text).length;
+    }
+
     public String modelId() {
         return modelId;
     }

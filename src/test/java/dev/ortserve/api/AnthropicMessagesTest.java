@@ -23,6 +23,40 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 @QuarkusTest
 class AnthropicMessagesTest extends ApiTest {
 
+    @jakarta.inject.Inject
+    dev.ortserve.service.GenerationModelHost host;
+
+    @io.quarkus.test.common.http.TestHTTPResource
+    java.net.URL base;
+
+    /** Clients that vanish (TCP reset) after a stream's first event cancel their generations, as on the chat routes. */
+    @Test
+    void disconnectedStreamsAreCancelled() throws Exception {
+        String body = "{\"model\":\"" + MODEL + "\",\"max_tokens\":1500,\"temperature\":0,\"stream\":true,"
+                + "\"messages\":[{\"role\":\"user\",\"content\":\"A long story\"}]}";
+        byte[] request = ("POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "
+                + body.getBytes(java.nio.charset.StandardCharsets.UTF_8).length + "\r\n\r\n" + body).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        for (int i = 0; i < 20; i++) {
+            try (java.net.Socket socket = new java.net.Socket(base.getHost(), base.getPort())) {
+                socket.setSoTimeout(30_000);
+                socket.getOutputStream().write(request);
+                socket.getOutputStream().flush();
+                java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(socket.getInputStream(),
+                        java.nio.charset.StandardCharsets.UTF_8));
+                for (String line; (line = in.readLine()) != null; ) {
+                    if (line.startsWith("event: message_start")) break; // the stream is live: now vanish
+                }
+                socket.setSoLinger(true, 0);
+            }
+        }
+        long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+        while (host.engine().runningSequences() + host.engine().waitingSequences() > 0) {
+            assertTrue(System.nanoTime() < deadline, "sequences left: running " + host.engine().runningSequences());
+            Thread.sleep(20);
+        }
+        json().body(request("")).post("/v1/messages").then().statusCode(200);
+    }
+
     static String request(String extra) {
         return "{\"model\":\"" + MODEL + "\",\"max_tokens\":12,\"temperature\":0,\"system\":[{\"type\":\"text\",\"text\":\"Be brief.\","
                 + "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"Say something\"}]" + extra + "}";

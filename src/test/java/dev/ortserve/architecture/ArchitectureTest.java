@@ -14,13 +14,15 @@ import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 /**
  * The layering of docs/architecture.md, checked on the compiled main classes (every dependency:
  * imports, fully qualified names, method calls, field types). Each arrow points one way:
- * api -> service -> engine / embedding / store / hub; the self-contained libraries (hub, jinja, parse,
- * engine.rewrite) import nothing of the app.
+ * api -> protocol -> service -> engine / embedding / store / hub; the self-contained libraries (hub, jinja,
+ * parse, engine.rewrite) import nothing of the app. No class is excepted by name; the one package-wide allowance
+ * (the Responses protocol reads and writes its conversations in the store) is its own rule below.
  */
 class ArchitectureTest {
 
     private static final String API = "dev.ortserve.api..";
     private static final String PROTOCOL = "dev.ortserve.protocol..";
+    private static final String RESPONSES = "dev.ortserve.protocol.openai.responses..";
 
     private static JavaClasses classes;
 
@@ -40,23 +42,34 @@ class ArchitectureTest {
     }
 
     @Test
-    void onlyTheResponsesServiceReadsWireTypes() {
-        // known debt: the Responses service still works on the generated request DTOs and the contract's unions
+    void onlyTheApiAndTheProtocolsReadWireTypes() {
         ArchRule rule = noClasses().that().resideOutsideOfPackages(API, PROTOCOL)
-                .and().haveNameNotMatching("dev\\.ortserve\\.service\\.responses\\.(ResponsesService|ResponseDraft|ResponseItems|ResponseCompaction|ResponseTools)(\\$.*)?")
                 .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.model..", "dev.ortserve.api.union..")
-                .because("generated DTOs stay at the edge: below api, requests and results are domain records");
+                .because("generated DTOs stay at the edge: below the protocols, requests and results are domain records");
+        rule.check(classes);
+    }
+
+    private static final String[] BEYOND_A_PROTOCOL = {"dev.ortserve.api.resource..", "dev.ortserve.api.http..",
+            "dev.ortserve.api.error..", "dev.ortserve.api.json..", "dev.ortserve.api.generated..", "dev.ortserve.api.ws..",
+            "dev.ortserve.engine..", "dev.ortserve.embedding..", "dev.ortserve.store.."};
+
+    @Test
+    void protocolsSpeakWireTypesAndServicesOnly() {
+        ArchRule rule = noClasses().that().resideInAPackage(PROTOCOL).and().resideOutsideOfPackage(RESPONSES)
+                .should().dependOnClassesThat().resideInAnyPackage(BEYOND_A_PROTOCOL)
+                .because("a protocol class turns its wire request into the service's turn and the turn's events into wire objects: "
+                        + "HTTP, framing and error envelopes are the api's, models and stores the services'");
         rule.check(classes);
     }
 
     @Test
-    void protocolsSpeakWireTypesAndServicesOnly() {
-        ArchRule rule = noClasses().that().resideInAPackage(PROTOCOL)
-                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.resource..", "dev.ortserve.api.http..",
-                        "dev.ortserve.api.error..", "dev.ortserve.api.json..", "dev.ortserve.api.generated..", "dev.ortserve.api.ws..",
-                        "dev.ortserve.engine..", "dev.ortserve.embedding..", "dev.ortserve.store..")
-                .because("a protocol class turns its wire request into the service's turn and the turn's events into wire objects: "
-                        + "HTTP, framing and error envelopes are the api's, models and stores the services'");
+    void theResponsesProtocolKeepsItsConversationsInTheStoreOnly() {
+        // the Responses API is stateful: its stored records are its wire objects (response, input items), so the
+        // protocol reads and writes the conversation store itself; everything else of a protocol's rule holds
+        ArchRule rule = noClasses().that().resideInAPackage(RESPONSES)
+                .should().dependOnClassesThat().resideInAnyPackage(java.util.Arrays.stream(BEYOND_A_PROTOCOL)
+                        .filter(p -> !p.equals("dev.ortserve.store..")).toArray(String[]::new))
+                .because("the Responses protocol keeps to its wire types, the services and its conversations in the store");
         rule.check(classes);
     }
 
@@ -105,8 +118,27 @@ class ArchitectureTest {
     @Test
     void theGraphRewriterImportsNothingOfTheEngine() {
         noClasses().that().resideInAPackage("dev.ortserve.engine.rewrite..")
-                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine", "dev.ortserve.engine.grammar..")
+                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.engine", "dev.ortserve.engine.grammar..",
+                        "dev.ortserve.engine.load..", "dev.ortserve.engine.kv..", "dev.ortserve.engine.runner..", "dev.ortserve.engine.sampling..")
                 .check(classes);
+    }
+
+    @Test
+    void theEngineRootIsItsOnlyFace() {
+        String[] internals = {"dev.ortserve.engine.load..", "dev.ortserve.engine.kv..", "dev.ortserve.engine.runner..",
+                "dev.ortserve.engine.sampling.."};
+        noClasses().that().resideOutsideOfPackages(concat("dev.ortserve.engine", internals))
+                .should().dependOnClassesThat().resideInAnyPackage(internals)
+                .because("the app (and engine.grammar, engine.rewrite) uses the engine through the types at its root; "
+                        + "loading, KV, runner and sampling internals stay behind it")
+                .check(classes);
+    }
+
+    private static String[] concat(String first, String[] rest) {
+        String[] all = new String[rest.length + 1];
+        all[0] = first;
+        System.arraycopy(rest, 0, all, 1, rest.length);
+        return all;
     }
 
     @Test

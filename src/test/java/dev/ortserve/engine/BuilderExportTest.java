@@ -1,5 +1,6 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvAlignment;
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;

@@ -1,5 +1,6 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import org.junit.jupiter.api.AfterAll;

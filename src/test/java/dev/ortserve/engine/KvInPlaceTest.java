@@ -1,5 +1,6 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.KvAlignment;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import io.smallrye.mutiny.Multi;
@@ -126,12 +127,32 @@ class KvInPlaceTest {
         assertTrue(KvCache.GROWTH < 250 + 40);
     }
 
+    @Test
+    void theBuffersStopAtTheContextLength() throws Exception {
+        // a context of 300 (max-model-len): the span after 256 is 300, not 512 (rotary caches and the context end there)
+        EngineOptions d = EngineOptions.defaults();
+        EngineOptions capped = new EngineOptions(d.executionProvider(), d.cudaDeviceId(), d.intraOpThreads(), 4, 64, 64,
+                java.util.OptionalInt.of(300), d.batchWindow(), -1, d.rewrite(), d.rewriteCache(), 0, false, -1);
+        SplittableRandom random = new SplittableRandom(9);
+        List<int[]> longer = List.of(prompt(random, 250), prompt(random, 240));
+        try (LoadedModel short300 = ModelLoader.load(ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, dir), capped)) {
+            assertEquals(300, short300.spec().maxModelLen());
+            List<List<Integer>> expected = run(short300, capped, longer, 60), actual = run(short300, capped.withKvInPlace(true), longer, 60);
+            assertEquals(expected, actual);
+            assertEquals(50, actual.get(0).size(), "the 250-token prompt generates up to the context");
+        }
+    }
+
     private static List<List<Integer>> run(EngineOptions options, List<int[]> batch) {
+        return run(model, options, batch, 40);
+    }
+
+    private static List<List<Integer>> run(LoadedModel model, EngineOptions options, List<int[]> batch, int output) {
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             List<List<Integer>> out = new ArrayList<>();
-            for (int[] p : batch) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, greedyNoEos(40)))).tokens());
+            for (int[] p : batch) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, greedyNoEos(output)))).tokens());
             List<GenerationRequest> requests = new ArrayList<>();
-            for (int[] p : batch) requests.add(EngineTestSupport.request(p, greedyNoEos(40)));
+            for (int[] p : batch) requests.add(EngineTestSupport.request(p, greedyNoEos(output)));
             for (EngineTestSupport.Result r : EngineTestSupport.concurrently(engine, requests)) out.add(r.tokens());
             return out;
         }

@@ -1,7 +1,7 @@
 package dev.ortserve.hardening;
 
 import dev.ortserve.engine.DecoderRunner;
-import dev.ortserve.engine.ForwardPass;
+import dev.ortserve.engine.runner.ForwardPass;
 import jakarta.inject.Singleton;
 
 import java.util.concurrent.atomic.AtomicInteger;

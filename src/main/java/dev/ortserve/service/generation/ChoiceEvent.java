@@ -27,6 +27,11 @@ public record ChoiceEvent(int index, TokenEvent event) {
         return event.stopReason();
     }
 
+    /** Whether this is the choice's last event. */
+    public boolean isLast() {
+        return event.isLast();
+    }
+
     public int cachedTokens() {
         return event.cachedTokens();
     }

@@ -14,6 +14,19 @@ public record CompletionCall(List<Prompt> prompts, int n, SamplingParams samplin
     public record Prompt(int[] tokenIds, String text) {
     }
 
+    /** The sampling values a response object reports back to the client. */
+    public record Reported(double temperature, double topP, double presencePenalty, double frequencyPenalty) {
+    }
+
+    /** One prompt, one greedy choice of at most {@code maxTokens} (a summary, a warm-up). */
+    public static CompletionCall greedy(Prompt prompt, int maxTokens) {
+        return new CompletionCall(List.of(prompt), 1, SamplingParams.greedy(maxTokens), false, true);
+    }
+
+    public Reported reported() {
+        return new Reported(sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty());
+    }
+
     public int choices() {
         return prompts.size() * n;
     }

@@ -82,14 +82,22 @@ public class BackgroundRuns {
     }
 
     /** Background runs this replica is generating now. */
+    /** Whether a response in this status has ended (no more events will come). */
+    public static boolean terminal(String status) {
+        return switch (status) {
+            case "completed", "incomplete", "failed", "cancelled" -> true;
+            default -> false;
+        };
+    }
+
     public int running() {
         return local.size();
     }
 
     /** Stores the queued run, then starts generating it here; the queued response object, at once. */
-    Uni<ObjectNode> start(ResponseRun run) {
+    public Uni<ObjectNode> start(BackgroundRun run) {
         StoredResponse queued = run.queued();
-        return store.startRun(queued, lease()).onFailure().transform(ResponseRun::storeFailure)
+        return store.startRun(queued, lease()).onFailure().transform(StoreFailures::of)
                 .onFailure().invoke(f -> run.abandon())
                 .map(v -> {
                     Local l = new Local(run);
@@ -139,8 +147,8 @@ public class BackgroundRuns {
      * The stored response as it stands now: a running one with its current status, one whose
      * replica died (lease lapsed) ended first as {@code lapsedStatus}.
      */
-    Uni<StoredResponse> settle(StoredResponse r, String lapsedStatus) {
-        if (!r.response().path("background").asBoolean() || ResponseDraft.terminal(r.response().path("status").asText())) {
+    public Uni<StoredResponse> settle(StoredResponse r, String lapsedStatus) {
+        if (!r.response().path("background").asBoolean() || terminal(r.response().path("status").asText())) {
             return Uni.createFrom().item(r);
         }
         return store.runState(r.id()).flatMap(state -> {
@@ -165,7 +173,7 @@ public class BackgroundRuns {
     }
 
     /** Asks the run to stop, then waits (up to a lease and a bit) until it has ended; the response as it then stands. */
-    Uni<StoredResponse> cancel(StoredResponse r) {
+    public Uni<StoredResponse> cancel(StoredResponse r) {
         long deadline = System.nanoTime() + lease().plusSeconds(1).toNanos();
         return store.requestCancel(r.id()).flatMap(asked -> awaitEnd(r, deadline));
     }
@@ -173,7 +181,7 @@ public class BackgroundRuns {
     private Uni<StoredResponse> awaitEnd(StoredResponse r, long deadline) {
         return store.get(r.id(), r.owner()).flatMap(now -> now == null ? Uni.createFrom().item(r) : settle(now, "cancelled"))
                 .flatMap(now -> {
-                    if (ResponseDraft.terminal(now.response().path("status").asText()) || System.nanoTime() > deadline) {
+                    if (terminal(now.response().path("status").asText()) || System.nanoTime() > deadline) {
                         return Uni.createFrom().item(now);
                     }
                     return Uni.createFrom().voidItem().onItem().delayIt().by(POLL).flatMap(v -> awaitEnd(r, deadline));
@@ -181,7 +189,7 @@ public class BackgroundRuns {
     }
 
     /** The events after {@code after}, then the live ones, up to and with the terminal event. */
-    Multi<String> follow(StoredResponse r, long after) {
+    public Multi<String> follow(StoredResponse r, long after) {
         Cursor cursor = new Cursor(after);
         return Multi.createBy().repeating().uni(() -> cursor, c -> next(r, c)).until(batch -> batch == END)
                 .onItem().transformToIterable(batch -> batch).map(StoredEvent::frame);
@@ -261,7 +269,7 @@ public class BackgroundRuns {
 
     /** One background run generating here: its events go to the store in order, batched while a write is in flight. */
     private final class Local implements MultiSubscriber<String> {
-        final ResponseRun run;
+        final BackgroundRun run;
         final AtomicBoolean ended = new AtomicBoolean();
         volatile Flow.Subscription subscription;
         volatile ScheduledFuture<?> renewal;
@@ -271,7 +279,7 @@ public class BackgroundRuns {
         private boolean completed;
         private Runnable whenWritten;
 
-        Local(ResponseRun run) {
+        Local(BackgroundRun run) {
             this.run = run;
         }
 

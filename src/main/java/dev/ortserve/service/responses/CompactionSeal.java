@@ -60,7 +60,7 @@ public class CompactionSeal {
         }
     }
 
-    String seal(String plaintext, String owner) {
+    public String seal(String plaintext, String owner) {
         try {
             byte[] nonce = new byte[12];
             RANDOM.nextBytes(nonce);
@@ -78,17 +78,17 @@ public class CompactionSeal {
     }
 
     /** Reasoning text for {@code include: ["reasoning.encrypted_content"]}: sealed apart from compaction items (another associated data). */
-    String sealReasoning(String text, String owner) {
+    public String sealReasoning(String text, String owner) {
         return seal(text, REASONING + owner);
     }
 
-    String openReasoning(String encrypted, String owner) throws Unreadable {
+    public String openReasoning(String encrypted, String owner) throws Unreadable {
         return open(encrypted, REASONING + owner);
     }
 
     private static final String REASONING = "reasoning\u0000";
 
-    String open(String encrypted, String owner) throws Unreadable {
+    public String open(String encrypted, String owner) throws Unreadable {
         if (encrypted == null || !encrypted.startsWith(VERSION)) throw new Unreadable("not a compaction item of this server");
         byte[] raw;
         try {

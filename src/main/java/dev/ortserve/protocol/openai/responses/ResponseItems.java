@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.JsonNode;

@@ -1,4 +1,9 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.runner;
+
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.kv.KvBlock;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -18,7 +23,7 @@ import java.util.Map;
 import java.util.Set;
 
 /** Builds the ONNX inputs of a {@link ForwardPass} from the model's {@link DecoderSpec} and runs the session. */
-final class OrtDecoderRunner implements DecoderRunner {
+public final class OrtDecoderRunner implements DecoderRunner {
 
     private final DecoderSpec spec;
     private final OrtEnvironment env;
@@ -28,11 +33,11 @@ final class OrtDecoderRunner implements DecoderRunner {
     /** The graph's head reads each row's last column from this input (right-padded graphs rewritten on load). */
     private final boolean lastColumnsInput;
 
-    OrtDecoderRunner(LoadedModel model) {
+    public OrtDecoderRunner(LoadedModel model) {
         this(model.spec(), model.environment(), model.session());
     }
 
-    OrtDecoderRunner(DecoderSpec spec, OrtEnvironment env, OrtSession session) {
+    public OrtDecoderRunner(DecoderSpec spec, OrtEnvironment env, OrtSession session) {
         this.spec = spec;
         this.env = env;
         this.session = session;

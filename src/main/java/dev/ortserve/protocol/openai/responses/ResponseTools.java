@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import dev.ortserve.api.model.ResponsesCustomTool;
 import dev.ortserve.api.model.ResponsesCustomToolFormat;

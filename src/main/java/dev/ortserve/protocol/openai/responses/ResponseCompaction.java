@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -8,7 +8,7 @@ import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.NotFoundException;
 import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.service.responses.CompactionSeal;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
@@ -180,14 +180,13 @@ public class ResponseCompaction {
             if (!"messages".equals(e.param())) throw e;
             throw e.withParam("input");
         }
-        int context = host.model().spec().maxModelLen();
+        int context = host.contextLength();
         if (prompt.tokenIds().length >= context) {
             throw new InvalidRequestException("input", "The turns to summarize take " + prompt.tokenIds().length + " tokens, more than this model's "
                     + context + "-token context: compact earlier, or keep fewer turns.", "context_length_exceeded");
         }
         int max = Math.min(config.compactionSummaryMaxTokens(), context - prompt.tokenIds().length);
-        CompletionCall call = new CompletionCall(List.of(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text())), 1,
-                SamplingParams.greedy(max), false, true);
+        CompletionCall call = CompletionCall.greedy(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text()), max);
         return completions.complete(call).map(results -> {
             var result = results.get(0);
             // the summary is the answer, not the model's thinking

@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -7,11 +7,9 @@ import dev.ortserve.service.error.GenerationFailedException;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.ServiceException;
 import dev.ortserve.service.error.UnavailableException;
-import dev.ortserve.engine.FinishReason;
-import dev.ortserve.engine.TextTokenizer;
-import dev.ortserve.engine.TokenEvent;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.service.generation.ChoiceEvent;
+import dev.ortserve.service.generation.Finish;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ChatDeltaStream;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.OutputParsers;
@@ -20,6 +18,8 @@ import dev.ortserve.store.RecordTooLargeException;
 import dev.ortserve.store.ResponseStore;
 import dev.ortserve.store.StoreUnavailableException;
 import dev.ortserve.store.StoredResponse;
+import dev.ortserve.service.responses.BackgroundRun;
+import dev.ortserve.service.responses.StoreFailures;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 
@@ -31,7 +31,7 @@ import java.util.List;
  * as the Responses event stream, and in both cases is stored (when asked) before the client
  * sees the final object, so a GET right after the last event returns the same object.
  */
-public final class ResponseRun {
+public final class ResponseRun implements BackgroundRun {
 
     private static final org.jboss.logging.Logger LOG = org.jboss.logging.Logger.getLogger(ResponseRun.class);
 
@@ -42,7 +42,7 @@ public final class ResponseRun {
     private final ResponseStore store;
     private final String owner;
     private final ArrayNode input;
-    private final TextTokenizer tokenizer;
+    private final java.util.function.ToIntFunction<String> tokenCount;
     private final int promptTokens;
     /** The stream being produced (background runs read what it has generated so far when they are stopped). */
     private volatile StreamState current;
@@ -54,7 +54,7 @@ public final class ResponseRun {
     private volatile boolean finishedHere;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
-                String owner, ArrayNode input, TextTokenizer tokenizer, int promptTokens) {
+                String owner, ArrayNode input, java.util.function.ToIntFunction<String> tokenCount, int promptTokens) {
         this.draft = draft;
         this.events = events;
         this.parsers = parsers;
@@ -62,7 +62,7 @@ public final class ResponseRun {
         this.store = store;
         this.owner = owner;
         this.input = input;
-        this.tokenizer = tokenizer;
+        this.tokenCount = tokenCount;
         this.promptTokens = promptTokens;
     }
 
@@ -74,25 +74,25 @@ public final class ResponseRun {
     /** Everything one generation produced. */
     private static final class Generated {
         final StringBuilder text = new StringBuilder();
-        final List<TokenLogprob> logprobs = new ArrayList<>();
+        final List<Logprob> logprobs = new ArrayList<>();
         int tokens;
         int cached;
-        FinishReason finish;
+        Finish finish;
 
-        synchronized void add(TokenEvent e) {
+        synchronized void add(ChoiceEvent e) {
             cached = e.cachedTokens();
             text.append(e.textDelta());
             if (e.logprob() != null) logprobs.add(e.logprob());
             tokens++;
-            if (e.finishReason() != null) finish = e.finishReason();
+            if (e.finish() != null) finish = e.finish();
         }
     }
 
     /** The finished response object (stored first when the request asked for storage). */
     public Uni<ObjectNode> complete() {
-        return events.collect().in(Generated::new, (g, e) -> g.add(e.event()))
+        return events.collect().in(Generated::new, (g, e) -> g.add(e))
                 .flatMap(g -> {
-                    if (g.finish == FinishReason.ERROR || g.finish == null) {
+                    if (g.finish == Finish.ERROR || g.finish == null) {
                         LOG.warnf("Response %s: generation ended without a result (%d tokens, finish %s)", draft.id, g.tokens, g.finish);
                         return Uni.createFrom().failure(new GenerationFailedException("Generation failed"
                                 + (g.finish == null ? ": the generation ended without a finish reason." : ".")));
@@ -105,9 +105,9 @@ public final class ResponseRun {
     private ObjectNode finished(Generated g) {
         if (warmUp) return draft.response("completed", List.of(), draft.usage(promptTokens, g.cached, 0, 0), null, null);
         ChatOutput out = parsers.parse(g.text.toString());
-        boolean incomplete = g.finish == FinishReason.LENGTH;
+        boolean incomplete = g.finish == Finish.LENGTH;
         List<ObjectNode> items = draft.items(out, incomplete, g.logprobs);
-        int reasoningTokens = out.reasoning() == null || out.reasoning().isEmpty() ? 0 : tokenizer.encode(out.reasoning()).length;
+        int reasoningTokens = out.reasoning() == null || out.reasoning().isEmpty() ? 0 : tokenCount.applyAsInt(out.reasoning());
         return draft.response(incomplete ? "incomplete" : "completed", items, draft.usage(promptTokens, g.cached, g.tokens, reasoningTokens),
                 incomplete ? "max_output_tokens" : null, null);
     }
@@ -127,20 +127,7 @@ public final class ResponseRun {
     }
 
     static Throwable storeFailure(Throwable f) {
-        if (f instanceof StoreUnavailableException u) {
-            // the store's own words (hosts, ports) go to the log, not to clients
-            LOG.warnf("Conversation store unavailable: %s", u.getMessage());
-            return new UnavailableException("The conversation store is unavailable. Retry shortly, or send 'store': false.", "store_unavailable");
-        }
-        if (f instanceof RecordTooLargeException r) {
-            return new InvalidRequestException("store", "The response cannot be stored: " + r.getMessage()
-                    + " (ORTSERVE_STORE_MAX_RECORD_BYTES). Lower 'max_output_tokens' or send 'store': false.", "response_too_large");
-        }
-        if (f instanceof ConversationFullException c) {
-            return new InvalidRequestException("previous_response_id", "The conversation cannot grow further: " + c.getMessage()
-                    + " (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
-        }
-        return f;
+        return StoreFailures.of(f);
     }
 
     /** The conversation this turn continues (null for a first turn). */
@@ -166,6 +153,7 @@ public final class ResponseRun {
 
     // ------------------------------------------------------------------ background runs
 
+    @Override
     public String id() {
         return draft.id;
     }
@@ -178,27 +166,31 @@ public final class ResponseRun {
         return draft.background;
     }
 
-    boolean endedElsewhere() {
+    @Override
+    public boolean endedElsewhere() {
         return endedElsewhere;
     }
 
-    boolean finishedHere() {
+    @Override
+    public boolean finishedHere() {
         return finishedHere;
     }
 
     /** The record a background run is stored with before it starts. */
-    StoredResponse queued() {
+    @Override
+    public StoredResponse queued() {
         return new StoredResponse(draft.id, draft.previousResponseId(), owner, draft.response("queued", List.of(), null, null, null), input);
     }
 
     /** The record of a run stopped before its end (cancelled, failed): what it had generated so far. */
-    StoredResponse interrupted(String status, ObjectNode error) {
+    @Override
+    public StoredResponse interrupted(String status, ObjectNode error) {
         StreamState st = current;
         List<ObjectNode> items = List.of();
         int tokens = 0, cached = 0;
         if (st != null) {
             String text;
-            List<TokenLogprob> logprobs;
+            List<Logprob> logprobs;
             synchronized (st.generated) {
                 text = st.generated.text.toString();
                 logprobs = new ArrayList<>(st.generated.logprobs);
@@ -212,11 +204,13 @@ public final class ResponseRun {
     }
 
     /** Drops an admitted generation that will never be read (its background run could not be stored). */
-    void abandon() {
+    @Override
+    public void abandon() {
         events.subscribe().with(e -> { }, f -> { }).cancel();
     }
 
     /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
+    @Override
     public Multi<String> frames() {
         StreamState st = new StreamState();
         current = st;
@@ -224,13 +218,13 @@ public final class ResponseRun {
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
         Multi<String> body = events.map(e -> {
-            st.generated.add(e.event());
+            st.generated.add(e);
             if (warmUp) return "";
-            return st.advance(e.event().textDelta(), e.event().isLast(), e.event().logprob());
+            return st.advance(e.textDelta(), e.isLast(), e.logprob());
         }).filter(s -> !s.isEmpty());
         Multi<String> tail = Multi.createFrom().deferred(() -> {
             Generated g = st.generated;
-            if (g.finish == FinishReason.ERROR || g.finish == null) {
+            if (g.finish == Finish.ERROR || g.finish == null) {
                 return Multi.createFrom().item(st.failed("server_error", "Generation failed."));
             }
             ObjectNode response = finished(g);
@@ -268,7 +262,7 @@ public final class ResponseRun {
         final StringBuilder reasoning = new StringBuilder();
         final StringBuilder content = new StringBuilder();
         final List<StreamedCall> calls = new ArrayList<>();
-        final List<TokenLogprob> pendingLogprobs = new ArrayList<>();
+        final List<Logprob> pendingLogprobs = new ArrayList<>();
         int sequence;
         int nextOutputIndex;
         int reasoningIndex = -1;
@@ -307,9 +301,9 @@ public final class ResponseRun {
         }
 
         /** The events for one more piece of text: the same incremental parse as chat's stream. */
-        String advance(String delta, boolean last, TokenLogprob logprob) {
+        String advance(String delta, boolean last, Logprob logprob) {
             StringBuilder out = new StringBuilder();
-            boolean cutShort = last && generated.finish == FinishReason.LENGTH;
+            boolean cutShort = last && generated.finish == Finish.LENGTH;
             // parsers regroup the text: each token's logprob rides on the next text delta that goes out
             if (draft.withLogprobs && logprob != null) pendingLogprobs.add(logprob);
             for (ChatDeltaStream.Delta d : deltas.add(delta, last)) {

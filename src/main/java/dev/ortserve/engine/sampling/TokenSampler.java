@@ -1,4 +1,8 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.sampling;
+
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.TextTokenizer;
+import dev.ortserve.engine.TokenLogprob;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -15,7 +19,7 @@ import java.util.SplittableRandom;
  * or batched). Logprobs are those of the processed distribution before temperature (penalties
  * and biases applied), as log-softmax.
  */
-final class TokenSampler {
+public final class TokenSampler {
 
     private final SamplingParams params;
     private final SplittableRandom random;
@@ -26,7 +30,7 @@ final class TokenSampler {
     private int generated;
     private float[] probs;
 
-    TokenSampler(SamplingParams params, Set<Integer> eosIds, int vocab, int[] prompt) {
+    public TokenSampler(SamplingParams params, Set<Integer> eosIds, int vocab, int[] prompt) {
         this.params = params;
         this.random = params.seed() == null ? new SplittableRandom() : new SplittableRandom(params.seed());
         this.eosIds = eosIds;
@@ -37,11 +41,11 @@ final class TokenSampler {
         }
     }
 
-    record Choice(int tokenId, TokenLogprob logprob) {
+    public record Choice(int tokenId, TokenLogprob logprob) {
     }
 
     /** Picks the next token from this row's logits (modified in place). */
-    Choice next(float[] logits, TextTokenizer tokenizer) {
+    public Choice next(float[] logits, TextTokenizer tokenizer) {
         process(logits);
         int token;
         if (params.constraint() != null && nothingAllowed(logits)) {

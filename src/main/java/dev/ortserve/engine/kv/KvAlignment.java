@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.kv;
+
+import dev.ortserve.engine.runner.ForwardPass;
 
 import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.WireFormat;
@@ -31,7 +33,7 @@ public enum KvAlignment {
 
     END {
         @Override
-        int start(int span, int length) {
+        public int start(int span, int length) {
             return span - length;
         }
 
@@ -49,7 +51,7 @@ public enum KvAlignment {
 
     START {
         @Override
-        int start(int span, int length) {
+        public int start(int span, int length) {
             return 0;
         }
 
@@ -65,13 +67,13 @@ public enum KvAlignment {
     };
 
     /** Index of the first of a row's {@code length} positions in a buffer of {@code span} positions. */
-    abstract int start(int span, int length);
+    public abstract int start(int span, int length);
 
     /** The pass column of a row's first new token ({@code count} of {@code newLength} columns). */
     abstract int firstColumn(int newLength, int count);
 
     /** The column whose logits are the row's next-token logits. */
-    int lastColumn(int newLength, int count) {
+    public int lastColumn(int newLength, int count) {
         return firstColumn(newLength, count) + count - 1;
     }
 
@@ -79,7 +81,7 @@ public enum KvAlignment {
     abstract void mask(long[] mask, int offset, int pastLength, int newLength, int pastValid, int count);
 
     /** One row of a pass: ids, positions and mask of {@code row} at index {@code r}. */
-    void fill(ForwardPass.Row row, int r, int pastLength, int newLength, long[] ids, long[] mask, long[] positions) {
+    public void fill(ForwardPass.Row row, int r, int pastLength, int newLength, long[] ids, long[] mask, long[] positions) {
         int first = firstColumn(newLength, row.count());
         for (int i = 0; i < row.count(); i++) {
             ids[r * newLength + first + i] = row.tokens()[row.from() + i];
@@ -96,7 +98,7 @@ public enum KvAlignment {
      * (the model builder's attention), else {@link #END}. Reads the node list only, skipping the
      * initializers (weights embedded in the file are streamed past, not loaded).
      */
-    static KvAlignment of(Path modelFile) throws IOException {
+    public static KvAlignment of(Path modelFile) throws IOException {
         return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? START : END;
     }
 

@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.kv;
+
+import dev.ortserve.engine.DecoderSpec;
 
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
@@ -16,29 +18,29 @@ import java.nio.ShortBuffer;
  * float16, used when a batch is repacked: rows are copied in, padded as the model's
  * {@link KvAlignment} says.
  */
-final class KvBlock {
+public final class KvBlock {
 
     private KvBlock() {
     }
 
     /** An empty past: [batch, kvHeads, 0, headDim]. */
-    static OnnxTensor empty(OrtEnvironment env, DecoderSpec spec, int batch) throws OrtException {
+    public static OnnxTensor empty(OrtEnvironment env, DecoderSpec spec, int batch) throws OrtException {
         ByteBuffer none = ByteBuffer.allocateDirect(0).order(ByteOrder.nativeOrder());
         return OnnxTensor.createTensor(env, none, new long[] {batch, spec.kvHeads(), 0, spec.headDim()}, spec.kvType());
     }
 
     /** A copy of a tensor's contents (one copy, at repack time only). */
-    static Buffer read(OnnxTensor tensor, DecoderSpec spec) {
+    public static Buffer read(OnnxTensor tensor, DecoderSpec spec) {
         return spec.kvType() == OnnxJavaType.FLOAT ? tensor.getFloatBuffer() : tensor.getShortBuffer();
     }
 
     /** The elements of a buffer this engine allocated, without a copy (in-place KV, whose tensors wrap it). */
-    static Buffer view(ByteBuffer data, DecoderSpec spec) {
+    public static Buffer view(ByteBuffer data, DecoderSpec spec) {
         return spec.kvType() == OnnxJavaType.FLOAT ? data.asFloatBuffer() : data.asShortBuffer();
     }
 
     /** A zeroed direct buffer for [batch, kvHeads, length, headDim]. */
-    static ByteBuffer allocate(DecoderSpec spec, int batch, int length) {
+    public static ByteBuffer allocate(DecoderSpec spec, int batch, int length) {
         long elements = (long) batch * spec.kvHeads() * length * spec.headDim();
         return ByteBuffer.allocateDirect((int) (elements * spec.kvElementBytes())).order(ByteOrder.nativeOrder());
     }
@@ -48,7 +50,7 @@ final class KvBlock {
      * srcSpan, d] buffer to {@code dstStart} of row {@code dstRow} of a [*, kv, dstSpan, d] buffer
      * (the callers place rows as the model's {@link KvAlignment} says).
      */
-    static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, int srcStart,
+    public static void copyRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, int srcStart,
                         ByteBuffer dst, int dstRow, int dstSpan, int dstStart, int count) {
         int d = spec.headDim(), kv = spec.kvHeads();
         int elements = count * d;
@@ -64,12 +66,12 @@ final class KvBlock {
     }
 
     /** Copies a row's {@code length} positions between two padded buffers, each placed as {@code spec}'s alignment says. */
-    static void moveRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, ByteBuffer dst, int dstRow, int dstSpan, int length) {
+    public static void moveRow(DecoderSpec spec, Buffer src, int srcRow, int srcSpan, ByteBuffer dst, int dstRow, int dstSpan, int length) {
         KvAlignment a = spec.alignment();
         copyRow(spec, src, srcRow, srcSpan, a.start(srcSpan, length), dst, dstRow, dstSpan, a.start(dstSpan, length), length);
     }
 
-    static OnnxTensor tensor(OrtEnvironment env, DecoderSpec spec, ByteBuffer data, int batch, int length) throws OrtException {
+    public static OnnxTensor tensor(OrtEnvironment env, DecoderSpec spec, ByteBuffer data, int batch, int length) throws OrtException {
         return OnnxTensor.createTensor(env, data, new long[] {batch, spec.kvHeads(), length, spec.headDim()}, spec.kvType());
     }
 }

@@ -1,4 +1,9 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.load;
+
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.runner.OrtDecoderRunner;
 
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
@@ -23,18 +28,18 @@ import java.util.List;
  * design); exact rewrites must also give every layer's present K and V within 1e-4 of their
  * largest value.
  */
-final class RewriteProbe {
+public final class RewriteProbe {
 
     private RewriteProbe() {
     }
 
     /** What one model gave on the probe: each row's last logits, each layer's present K and V (null for fp16 KV). */
-    record Outcome(float[][] lastLogits, float[][] keys, float[][] values, long[][] shapes) {
+    public record Outcome(float[][] lastLogits, float[][] keys, float[][] values, long[][] shapes) {
     }
 
     /** The comparison: {@code mismatch} null when they agree; {@code cosine} the lowest row's logit cosine similarity. */
-    record Agreement(String mismatch, double cosine, double minCosine) {
-        boolean agrees() {
+    public record Agreement(String mismatch, double cosine, double minCosine) {
+        public boolean agrees() {
             return mismatch == null;
         }
     }
@@ -44,7 +49,7 @@ final class RewriteProbe {
     }
 
     /** Runs the probe on one session and copies out what the comparison needs. */
-    static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtSession session) throws OrtException {
+    public static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtSession session) throws OrtException {
         List<ForwardPass.Row> rows = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
             int[] tokens = new int[12];
@@ -75,7 +80,7 @@ final class RewriteProbe {
     }
 
     /** Compares the rewritten model's outcome with the original's. */
-    static Agreement compare(Outcome a, Outcome b, RewriteOptions options) {
+    public static Agreement compare(Outcome a, Outcome b, RewriteOptions options) {
         double minCosine = minCosine(options.precision());
         boolean exact = options.precision() == WeightPrecision.MODEL;
         if (a.lastLogits()[0].length != b.lastLogits()[0].length) {

@@ -1,4 +1,7 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.kv;
+
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.ModelLayout;
 
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;

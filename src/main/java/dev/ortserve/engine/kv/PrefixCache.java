@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.kv;
+
+import dev.ortserve.engine.DecoderSpec;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -28,7 +30,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * use never. A prefix's blocks are touched deepest first, so a chain is evicted from its tail.
  * Engine thread only, except the statistics.
  */
-final class PrefixCache {
+public final class PrefixCache {
 
     static final int BLOCK = 16;
 
@@ -47,7 +49,7 @@ final class PrefixCache {
     private final AtomicLong hitTokens = new AtomicLong();
     private volatile long references; // written on the engine thread only
 
-    PrefixCache(DecoderSpec spec, OrtEnvironment env, long budgetBytes) {
+    public PrefixCache(DecoderSpec spec, OrtEnvironment env, long budgetBytes) {
         this.spec = spec;
         this.env = env;
         this.budgetBytes = budgetBytes;
@@ -55,7 +57,7 @@ final class PrefixCache {
     }
 
     /** KV bytes of one token of this model (every layer, keys and values). */
-    static long bytesPerToken(DecoderSpec spec) {
+    public static long bytesPerToken(DecoderSpec spec) {
         return 2L * spec.layers() * spec.kvHeads() * spec.headDim() * spec.kvElementBytes();
     }
 
@@ -90,7 +92,7 @@ final class PrefixCache {
     }
 
     /** The blocks one sequence references, in prefix order. */
-    final class Hold {
+    public final class Hold {
         private final List<Block> held = new ArrayList<>();
         private boolean released;
 
@@ -108,7 +110,7 @@ final class PrefixCache {
             held.add(b);
         }
 
-        void release() {
+        public void release() {
             if (released) return;
             released = true;
             for (Block b : held) {
@@ -123,7 +125,7 @@ final class PrefixCache {
      * Finds the longest cached prefix of {@code prompt} and references its blocks. At most
      * {@code prompt.length - 1} tokens are reused: the last prompt token must run to give logits.
      */
-    Hold lookup(int[] prompt) {
+    public Hold lookup(int[] prompt) {
         Hold hold = new Hold();
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
             Block b = blocks.get(Key.of(hold.lastId(), prompt, j * BLOCK));
@@ -138,7 +140,7 @@ final class PrefixCache {
     }
 
     /** Tokens of the held prefix a prompt of {@code promptLength} tokens may reuse. */
-    static int reusable(Hold hold, int promptLength) {
+    public static int reusable(Hold hold, int promptLength) {
         return Math.min(hold.blocks() * BLOCK, promptLength - 1);
     }
 
@@ -146,7 +148,7 @@ final class PrefixCache {
      * The first {@code tokens} positions of the held prefix as a sequence's pending KV
      * ([1, kv_heads, tokens, head_dim] per layer, owned by the returned value).
      */
-    PendingKv assemble(Hold hold, int tokens) throws OrtException {
+    public PendingKv assemble(Hold hold, int tokens) throws OrtException {
         int layers = spec.layers(), kv = spec.kvHeads(), d = spec.headDim(), e = spec.kvElementBytes();
         OnnxTensor[] keys = new OnnxTensor[layers], values = new OnnxTensor[layers];
         List<OnnxTensor> made = new ArrayList<>(2 * layers);
@@ -187,7 +189,7 @@ final class PrefixCache {
      * stops there). The new blocks are filled layer by layer from the sequence's KV
      * ({@link Insertion#fill}) and published by {@link Insertion#commit}.
      */
-    Insertion insert(Hold hold, int[] tokens) {
+    public Insertion insert(Hold hold, int[] tokens) {
         Insertion ins = new Insertion();
         for (int j = hold.blocks(); (j + 1) * BLOCK <= tokens.length; j++) {
             Key key = Key.of(hold.lastId(), tokens, j * BLOCK);
@@ -223,11 +225,11 @@ final class PrefixCache {
     }
 
     /** New blocks being filled from one sequence's KV (already referenced by its hold). */
-    final class Insertion {
+    public final class Insertion {
         private final List<Block> fresh = new ArrayList<>();
         private final List<Integer> firstPosition = new ArrayList<>();
 
-        boolean isEmpty() {
+        public boolean isEmpty() {
             return fresh.isEmpty();
         }
 
@@ -236,7 +238,7 @@ final class PrefixCache {
          * row {@code row} of a [*, kv_heads, span, head_dim] buffer holding the sequence's
          * {@code length} positions placed as the model's {@link KvAlignment} says.
          */
-        void fill(int layer, int kind, Buffer src, int row, int span, int length) {
+        public void fill(int layer, int kind, Buffer src, int row, int span, int length) {
             int kv = spec.kvHeads(), d = spec.headDim();
             for (int i = 0; i < fresh.size(); i++) {
                 Block b = fresh.get(i);
@@ -254,7 +256,7 @@ final class PrefixCache {
         }
 
         /** Publishes the filled blocks: later sequences may reuse them. */
-        void commit() {
+        public void commit() {
             for (Block b : fresh) {
                 unpublished.remove(b.key);
                 blocks.put(b.key, b);
@@ -264,39 +266,39 @@ final class PrefixCache {
         }
 
         /** Drops the unfilled blocks (the step failed); the holds referencing them let go as usual. */
-        void abandon() {
+        public void abandon() {
             for (Block b : fresh) unpublished.remove(b.key);
             bytes.addAndGet(-(long) blockBytes * fresh.size());
             fresh.clear();
         }
     }
 
-    long bytes() {
+    public long bytes() {
         return bytes.get();
     }
 
-    long blocks() {
+    public long blocks() {
         return count.get();
     }
 
-    long budgetBytes() {
+    public long budgetBytes() {
         return budgetBytes;
     }
 
-    long lookups() {
+    public long lookups() {
         return lookups.get();
     }
 
-    long promptTokens() {
+    public long promptTokens() {
         return promptTokens.get();
     }
 
-    long hitTokens() {
+    public long hitTokens() {
         return hitTokens.get();
     }
 
     /** References held by sequences on cached blocks (zero when nothing runs). */
-    long references() {
+    public long references() {
         return references;
     }
 }

@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -12,7 +12,7 @@ import dev.ortserve.api.model.Includable;
 import dev.ortserve.api.model.ResponseFormatText;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.api.model.ResponseTextFormatJsonSchema;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
@@ -225,7 +225,6 @@ public class ResponsesService {
         OutputParsers parsers = turn.parsers();
 
         ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
-        var model = host.model();
         boolean logprobs = req.getInclude() != null && req.getInclude().contains(Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS);
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
@@ -234,7 +233,7 @@ public class ResponsesService {
         CompletionCall call = turn.call(prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
                 .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
-        SamplingParams sampling = call.sampling();
+        CompletionCall.Reported sampling = call.reported();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         draft.tools(requestTools);
@@ -243,7 +242,7 @@ public class ResponsesService {
         }
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
-        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, model.tokenizer(), prompt.tokenIds().length);
+        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, host::countTokens, prompt.tokenIds().length);
         return generate ? run : run.warmUp();
     }
 
@@ -294,7 +293,7 @@ public class ResponsesService {
     private ChatPromptRenderer.Prompt render(CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
                                              List<ObjectNode> input, List<Map<String, Object>> tools) {
         boolean auto = req.getTruncation() == CreateResponseRequest.TruncationEnum.AUTO;
-        int context = host.model().spec().maxModelLen();
+        int context = host.contextLength();
         int reserve = req.getMaxOutputTokens() == null ? 1 : req.getMaxOutputTokens();
         for (int skip = 0; ; skip++) {
             List<JsonNode> all = new ArrayList<>();

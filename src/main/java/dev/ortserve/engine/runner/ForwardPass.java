@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.runner;
+
+import dev.ortserve.engine.kv.KvAlignment;
 
 import ai.onnxruntime.OnnxTensor;
 
@@ -17,7 +19,7 @@ import java.util.List;
  * @param lastColumns per row, the column whose logits give the row's next token
  * @param inPlace     the past tensors are also the present outputs: the graph (GroupQueryAttention)
  *                    writes the new columns into them in place, and the pass's mask spans the past
- *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@link KvCache}
+ *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@link dev.ortserve.engine.KvCache}
  */
 public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
                           OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace) {

@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.kv;
+
+import dev.ortserve.engine.DecoderRunner;
 
 import ai.onnxruntime.OnnxTensor;
 
@@ -7,14 +9,14 @@ import ai.onnxruntime.OnnxTensor;
  * [*, kv_heads, span, head_dim], placed as the model's {@link KvAlignment} says. Several sequences prefilled in one pass share the
  * pass's outputs; the {@link Holder} frees them when the last one lets go.
  */
-final class PendingKv implements AutoCloseable {
+public final class PendingKv implements AutoCloseable {
 
     /** Reference-counted owner of tensors that several pending KVs point into. */
-    static final class Holder {
+    public static final class Holder {
         private final AutoCloseable owner;
         private int references;
 
-        Holder(AutoCloseable owner, int references) {
+        public Holder(AutoCloseable owner, int references) {
             this.owner = owner;
             this.references = references;
         }
@@ -31,10 +33,10 @@ final class PendingKv implements AutoCloseable {
         }
     }
 
-    final OnnxTensor[] keys;
-    final OnnxTensor[] values;
-    final int row;
-    final int span;
+    public final OnnxTensor[] keys;
+    public final OnnxTensor[] values;
+    public final int row;
+    public final int span;
     private final Holder holder;
     private boolean released;
 
@@ -47,7 +49,7 @@ final class PendingKv implements AutoCloseable {
     }
 
     /** Row {@code row} of a pass's present tensors, held by {@code holder}. */
-    static PendingKv fromPresent(DecoderRunner.Forward forward, int layers, int row, int span, Holder holder) {
+    public static PendingKv fromPresent(DecoderRunner.Forward forward, int layers, int row, int span, Holder holder) {
         OnnxTensor[] k = new OnnxTensor[layers], v = new OnnxTensor[layers];
         for (int l = 0; l < layers; l++) {
             k[l] = forward.presentKey(l);

@@ -1,4 +1,4 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.sampling;
 
 import java.util.List;
 
@@ -6,7 +6,7 @@ import java.util.List;
  * Decides what of a sequence's decoded text may be emitted: everything up to a stop string
  * (which ends the sequence), minus any tail that could still become the start of a stop string.
  */
-final class StopStringMatcher {
+public final class StopStringMatcher {
 
     private final List<String> stops;
     private final boolean includeStop;
@@ -14,13 +14,13 @@ final class StopStringMatcher {
     private int emitted;
     private String matched;
 
-    StopStringMatcher(List<String> stops, boolean includeStop) {
+    public StopStringMatcher(List<String> stops, boolean includeStop) {
         this.stops = stops;
         this.includeStop = includeStop;
     }
 
     /** Appends decoded text and returns what may be emitted now. */
-    String append(String delta) {
+    public String append(String delta) {
         if (matched != null) return "";
         int searchFrom = Math.max(0, text.length() - longestStop() + 1);
         text.append(delta);
@@ -51,14 +51,14 @@ final class StopStringMatcher {
     }
 
     /** The held-back text, once the sequence ends for another reason. */
-    String flush() {
+    public String flush() {
         if (matched != null || emitted >= text.length()) return "";
         String out = text.substring(emitted);
         emitted = text.length();
         return out;
     }
 
-    String matchedStop() {
+    public String matchedStop() {
         return matched;
     }
 

@@ -1,4 +1,4 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.sampling;
 
 import org.junit.jupiter.api.Test;
 

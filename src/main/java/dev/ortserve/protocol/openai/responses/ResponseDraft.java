@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -6,9 +6,10 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.union.ToolChoice;
-import dev.ortserve.engine.TokenLogprob;
 import dev.ortserve.parse.ChatOutput;
+import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ToolCallParser;
+import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.store.ResponseIds;
 
 import java.math.BigDecimal;
@@ -118,7 +119,7 @@ final class ResponseDraft {
     }
 
     /** The output items of a finished generation. */
-    List<ObjectNode> items(ChatOutput out, boolean incomplete, List<TokenLogprob> logprobs) {
+    List<ObjectNode> items(ChatOutput out, boolean incomplete, List<Logprob> logprobs) {
         String status = incomplete ? "incomplete" : "completed";
         List<ObjectNode> items = new ArrayList<>();
         if (out.reasoning() != null && !out.reasoning().isEmpty()) {
@@ -147,7 +148,7 @@ final class ResponseDraft {
         return item;
     }
 
-    ObjectNode outputText(String text, List<TokenLogprob> logprobs) {
+    ObjectNode outputText(String text, List<Logprob> logprobs) {
         ObjectNode part = mapper.createObjectNode().put("type", "output_text").put("text", text);
         part.putArray("annotations");
         // always present (SDKs require it); filled only when the request included logprobs
@@ -156,13 +157,13 @@ final class ResponseDraft {
     }
 
     /** Token logprobs in the chat completions form (token, logprob, bytes, top_logprobs). */
-    JsonNode logprobs(List<TokenLogprob> logprobs) {
+    JsonNode logprobs(List<Logprob> logprobs) {
         ArrayNode out = mapper.createArrayNode();
         if (logprobs == null) return out;
-        for (TokenLogprob lp : logprobs) {
+        for (Logprob lp : logprobs) {
             ObjectNode token = tokenLogprob(out.addObject(), lp.token(), lp.logprob());
             ArrayNode top = token.putArray("top_logprobs");
-            for (TokenLogprob.Top t : lp.top()) tokenLogprob(top.addObject(), t.token(), t.logprob());
+            for (Logprob.Top t : lp.top()) tokenLogprob(top.addObject(), t.token(), t.logprob());
         }
         return out;
     }
@@ -214,10 +215,7 @@ final class ResponseDraft {
     }
 
     static boolean terminal(String status) {
-        return switch (status) {
-            case "completed", "incomplete", "failed", "cancelled" -> true;
-            default -> false;
-        };
+        return BackgroundRuns.terminal(status);
     }
 
     /**

@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -64,7 +64,7 @@ class ResponseEventStreamTest {
                 new ResponseDraft.Sampling(1.0, 1.0, 0, 0), false);
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), tools ? Parsers.toolCalls("hermes") : null,
                 Map.of("get_weather", Map.of("type", "object", "properties", Map.of("city", Map.of("type", "string")))));
-        ResponseRun run = new ResponseRun(draft, scripted(text, 3, finish), parsers, JSON, null, "", JSON.createArrayNode(), tokenizer, 10);
+        ResponseRun run = new ResponseRun(draft, scripted(text, 3, finish), parsers, JSON, null, "", JSON.createArrayNode(), piece -> tokenizer.encode(piece).length, 10);
         String body = String.join("", run.frames().collect().asList().await().atMost(Duration.ofSeconds(10)));
         List<String> problems = ContractValidationFilter.get().validateStream("POST", "/v1/responses", body);
         assertEquals(List.of(), problems);

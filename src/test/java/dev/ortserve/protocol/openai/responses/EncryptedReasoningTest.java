@@ -1,4 +1,4 @@
-package dev.ortserve.service.responses;
+package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
@@ -8,6 +8,8 @@ import dev.ortserve.TinyModelResource;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.union.ResponsesInput;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.service.responses.CompactionSeal;
+import dev.ortserve.service.responses.TestSeals;
 import dev.ortserve.contract.ContractValidationFilter;
 import dev.ortserve.contract.SseFrames;
 import dev.ortserve.engine.FinishReason;
@@ -53,10 +55,8 @@ class EncryptedReasoningTest {
     }
 
     static CompactionSeal seal() {
-        CompactionSeal seal = new CompactionSeal();
-        seal.config = (OrtserveConfig) Proxy.newProxyInstance(OrtserveConfig.class.getClassLoader(), new Class<?>[] {OrtserveConfig.class},
-                (proxy, method, args) -> method.getName().equals("compactionKey") ? Optional.of("shared by every replica") : null);
-        return seal;
+        return TestSeals.with((OrtserveConfig) Proxy.newProxyInstance(OrtserveConfig.class.getClassLoader(), new Class<?>[] {OrtserveConfig.class},
+                (proxy, method, args) -> method.getName().equals("compactionKey") ? Optional.of("shared by every replica") : null));
     }
 
     static ResponseCompaction compaction(CompactionSeal seal) {
@@ -75,7 +75,7 @@ class EncryptedReasoningTest {
         draft.sealReasoning(compaction.reasoningSealer("owner-a"));
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), null, Map.of());
         ResponseRun run = new ResponseRun(draft, ResponseEventStreamTest.scripted("<think>\nA secret plan.\n</think>\n\nHello.", 3, FinishReason.STOP),
-                parsers, JSON, null, "", JSON.createArrayNode(), tokenizer, 10);
+                parsers, JSON, null, "", JSON.createArrayNode(), piece -> tokenizer.encode(piece).length, 10);
         String body = String.join("", run.frames().collect().asList().await().atMost(Duration.ofSeconds(10)));
         assertEquals(List.of(), ContractValidationFilter.get().validateStream("POST", "/v1/responses", body));
         List<SseFrames.Frame> frames = SseFrames.parse(body);
