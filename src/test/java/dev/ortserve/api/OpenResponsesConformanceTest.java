@@ -144,12 +144,53 @@ class OpenResponsesConformanceTest extends ApiTest {
                 + "\"input\":\"abc-12\"},{\"type\":\"custom_tool_call_output\",\"call_id\":\"c1\",\"output\":\"done\"}]";
         post("/v1/responses", "{\"model\":\"tiny\",\"max_output_tokens\":2,\"tools\":[" + CUSTOM + "],\"input\":" + input + "}", 200);
 
-        // Lark: guidance only, so a forced call to it is refused
-        String lark = "{\"type\":\"custom\",\"name\":\"apply_patch\",\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\","
-                + "\"definition\":\"start: /.+/\"}}";
-        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[" + lark + "],\"tool_choice\":\"required\"}", 400);
-        assertEquals("tool_choice", error.path("error").path("param").asText());
-        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":2,\"tools\":[" + lark + "]}", 200);
+    }
+
+    /** A Lark grammar in the enforced subset, bounded so that the tiny model always completes it; with a newline and quotes to escape. */
+    static final String LARK_GRAMMAR = "start: begin_patch hunk end_patch\n"
+            + "begin_patch: \"*** Begin Patch\" LF\n"
+            + "hunk: \"*** Delete File: \" NAME LF | \"*** Add File: \" NAME LF \"+\" QUOTED LF\n"
+            + "NAME: /[a-z]{1,8}\\.txt/\n"
+            + "QUOTED: \"\\\"\" /[a-z ]{0,5}/ \"\\\"\"\n"
+            + "end_patch: \"*** End Patch\"\n"
+            + "%import common.LF\n";
+    static final String LARK_TEXT = "\\*\\*\\* Begin Patch\n(\\*\\*\\* Delete File: [a-z]{1,8}\\.txt\n"
+            + "|\\*\\*\\* Add File: [a-z]{1,8}\\.txt\n\\+\"[a-z ]{0,5}\"\n)\\*\\*\\* End Patch";
+
+    static String larkTool(String definition) throws Exception {
+        return "{\"type\":\"custom\",\"name\":\"apply_patch\",\"format\":{\"type\":\"grammar\",\"syntax\":\"lark\",\"definition\":"
+                + JSON.writeValueAsString(definition) + "}}";
+    }
+
+    @Test
+    void forcedCustomToolCallsFollowTheirLarkGrammar() throws Exception {
+        for (String choice : new String[] {"\"required\"", "{\"type\":\"function\",\"name\":\"apply_patch\"}"}) {
+            JsonNode r = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":400,\"tools\":["
+                    + larkTool(LARK_GRAMMAR) + "],\"tool_choice\":" + choice + "}", 200);
+            assertEquals("completed", r.path("status").asText(), r.toString());
+            JsonNode call = r.path("output").get(r.path("output").size() - 1);
+            assertEquals("custom_tool_call", call.path("type").asText(), r.toString());
+            assertEquals("apply_patch", call.path("name").asText());
+            assertTrue(call.path("input").asText().matches(LARK_TEXT), call.toString());
+        }
+        String stream = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"stream\":true,\"max_output_tokens\":400,\"tools\":["
+                + larkTool(LARK_GRAMMAR) + "],\"tool_choice\":\"required\"}").post("/v1/responses").then().statusCode(200).extract().asString();
+        assertTrue(stream.contains("event: response.custom_tool_call_input.done"), stream);
+
+        // Codex's own apply_patch grammar compiles and constrains a forced call
+        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":8,\"tools\":["
+                + larkTool(dev.ortserve.service.structured.LarkGrammarTest.applyPatchGrammar()) + "],\"tool_choice\":\"required\"}", 200);
+
+        // outside the subset: guidance only, so a forced call is refused naming the definition; 'auto' still works
+        String recursive = larkTool("start: expr\nexpr: \"(\" expr \")\" | \"x\"");
+        JsonNode error = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[" + CUSTOM + "," + recursive
+                + "],\"tool_choice\":\"required\"}", 400);
+        assertEquals("tools[1].format.definition", error.path("error").path("param").asText(), error.toString());
+        assertTrue(error.path("error").path("message").asText().contains("'expr' is recursive"), error.toString());
+        assertTrue(error.path("error").path("message").asText().contains("Supported:"), error.toString());
+        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[" + CUSTOM + "," + recursive
+                + "],\"tool_choice\":{\"type\":\"function\",\"name\":\"code\"},\"max_output_tokens\":64}", 200);
+        post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":2,\"tools\":[" + recursive + "]}", 200);
     }
 
     @Test

@@ -38,12 +38,14 @@ public final class JsonSchemaGrammar {
     static final int MAX_DIGITS = 15;
     static final int MAX_FRACTION = 6;
 
+    /** A string keyword of this server: the string's text follows this Lark grammar (see {@link LarkGrammar}); set on custom tools' input. */
+    public static final String LARK = "x-ortserve-lark";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Set<String> ANNOTATIONS = Set.of("title", "description", "$schema", "$id", "$comment", "default", "examples",
             "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "$anchor");
     private static final Set<String> SUPPORTED = Set.of("type", "properties", "required", "additionalProperties", "items", "minItems",
             "maxItems", "enum", "const", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-            "exclusiveMaximum", "anyOf", "oneOf", "$ref", "nullable");
+            "exclusiveMaximum", "anyOf", "oneOf", "$ref", "nullable", LARK);
     private static final Map<String, String> FORMATS = Map.of(
             "date", "^" + date() + "$",
             "time", "^" + time() + "$",
@@ -301,6 +303,12 @@ public final class JsonSchemaGrammar {
 
     private Nfa.Frag string(JsonNode schema, String path) {
         boolean lengths = schema.has("minLength") || schema.has("maxLength");
+        if (schema.has(LARK)) {
+            if (lengths || schema.has("pattern") || schema.has("format")) {
+                throw new SchemaException(path, "'" + LARK + "' together with other string keywords is not supported.");
+            }
+            return nfa.seq(nfa.literal("\""), LarkGrammar.compile(nfa, schema.get(LARK).asText(), path + "/" + LARK), nfa.literal("\""));
+        }
         if (schema.has("pattern") || schema.has("format")) {
             if (lengths) throw new SchemaException(path, "'minLength'/'maxLength' together with 'pattern' or 'format' are not supported.");
             if (schema.has("pattern") && schema.has("format")) throw new SchemaException(path, "'pattern' together with 'format' is not supported.");

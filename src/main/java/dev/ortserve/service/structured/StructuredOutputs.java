@@ -96,6 +96,18 @@ public class StructuredOutputs {
         }, param);
     }
 
+    /**
+     * Checks that a Lark grammar is in the subset this server enforces (see {@link LarkGrammar});
+     * otherwise a 400 on {@code param} saying what is wrong and what is supported.
+     */
+    public static void checkLarkGrammar(String definition, String param) {
+        try {
+            LarkGrammar.language(definition, param);
+        } catch (SchemaException e) {
+            throw new InvalidRequestException(param, e.getMessage(), "invalid_grammar");
+        }
+    }
+
     private TokenConstraint cached(String key, Function<Nfa, Nfa.Frag> grammar, String param) {
         synchronized (cache) {
             GrammarConstraint hit = cache.get(key);

@@ -8,6 +8,8 @@ import dev.ortserve.api.model.ResponsesNamespaceTool;
 import dev.ortserve.api.union.ResponsesTool;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
+import dev.ortserve.service.structured.JsonSchemaGrammar;
+import dev.ortserve.service.structured.StructuredOutputs;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -33,9 +35,10 @@ final class ResponseTools {
      * @param namespace    its namespace tool, or null
      * @param syntax       a custom tool's grammar syntax ({@code lark}, {@code regex}), or null for free text
      * @param definition   that grammar
+     * @param param        where the request gave the tool ({@code tools[i]})
      */
     record Tool(String templateName, String name, String namespace, Kind kind, String description, Map<String, Object> parameters,
-                String syntax, String definition) {
+                String syntax, String definition, String param) {
 
         boolean custom() {
             return kind == Kind.CUSTOM;
@@ -63,15 +66,15 @@ final class ResponseTools {
                         + "server; only 'function', 'namespace' and 'custom' tools are supported. (Codex CLI: set web_search = \"disabled\" in "
                         + "config.toml.)");
             } else if (tool instanceof ResponsesFunctionTool f) {
-                out.add(new Tool(f.getName(), f.getName(), null, Kind.FUNCTION, f.getDescription(), parameters(f.getParameters()), null, null),
-                        param + ".name");
+                out.add(new Tool(f.getName(), f.getName(), null, Kind.FUNCTION, f.getDescription(), parameters(f.getParameters()), null, null,
+                        param), param + ".name");
             } else if (tool instanceof ResponsesNamespaceTool ns) {
                 for (int j = 0; j < ns.getTools().size(); j++) {
                     ResponsesFunctionTool f = ns.getTools().get(j);
                     String description = ns.getDescription() == null || ns.getDescription().isBlank() ? f.getDescription()
                             : f.getDescription() == null ? ns.getDescription() : ns.getDescription() + " " + f.getDescription();
                     out.add(new Tool(ns.getName() + "." + f.getName(), f.getName(), ns.getName(), Kind.FUNCTION, description,
-                            parameters(f.getParameters()), null, null), param + ".tools[" + j + "].name");
+                            parameters(f.getParameters()), null, null, param), param + ".tools[" + j + "].name");
                 }
             } else if (tool instanceof ResponsesCustomTool c) {
                 out.add(custom(c, param), param + ".name");
@@ -109,7 +112,7 @@ final class ResponseTools {
         parameters.put("required", List.of(CUSTOM_INPUT));
         parameters.put("additionalProperties", false);
         return new Tool(c.getName(), c.getName(), null, Kind.CUSTOM, description.isEmpty() ? null : description.toString(), parameters,
-                syntax, definition);
+                syntax, definition, param);
     }
 
     private static Map<String, Object> parameters(Map<String, Object> given) {
@@ -145,8 +148,21 @@ final class ResponseTools {
     /** Each template function's parameters schema by template name (what parsers and forced-call grammars read). */
     Map<String, Map<String, Object>> schemas() {
         Map<String, Map<String, Object>> out = new LinkedHashMap<>();
-        tools.values().forEach(t -> out.put(t.templateName(), t.parameters()));
+        tools.values().forEach(t -> out.put(t.templateName(), "lark".equals(t.syntax()) ? larkParameters(t.definition()) : t.parameters()));
         return out;
+    }
+
+    /** A Lark custom tool's parameters as forced-call grammars read them: the input string under the grammar (not shown to the template). */
+    private static Map<String, Object> larkParameters(String definition) {
+        Map<String, Object> input = new LinkedHashMap<>();
+        input.put("type", "string");
+        input.put(JsonSchemaGrammar.LARK, definition);
+        Map<String, Object> parameters = new LinkedHashMap<>();
+        parameters.put("type", "object");
+        parameters.put("properties", Map.of(CUSTOM_INPUT, input));
+        parameters.put("required", List.of(CUSTOM_INPUT));
+        parameters.put("additionalProperties", false);
+        return parameters;
     }
 
     /** The tool a call names (by template name), or null for a name the request did not offer. */
@@ -160,17 +176,14 @@ final class ResponseTools {
     }
 
     /**
-     * Refuses a forced call that could go to a custom tool with a Lark grammar, which this server
-     * cannot enforce ({@code forced}: the named template function, null for 'required').
+     * Checks the Lark grammar of every custom tool a forced call may go to ({@code forced}: the
+     * named template function, null for 'required'): it must be in the subset this server enforces
+     * (400 on {@code tools[i].format.definition} otherwise, saying what is supported).
      */
     void checkForcedCall(String forced) {
         for (Tool t : tools.values()) {
             if (!"lark".equals(t.syntax())) continue;
-            if (forced == null || forced.equals(t.templateName())) {
-                throw new UnsupportedParameterException("tool_choice", "A forced call " + (forced == null ? "may go to" : "goes to")
-                        + " the custom tool '" + t.name() + "', whose Lark grammar this server cannot enforce (it is given to the model as "
-                        + "guidance only). Use 'tool_choice': 'auto', name another tool, or give the tool a 'regex' grammar.");
-            }
+            if (forced == null || forced.equals(t.templateName())) StructuredOutputs.checkLarkGrammar(t.definition(), t.param() + ".format.definition");
         }
     }
 }
