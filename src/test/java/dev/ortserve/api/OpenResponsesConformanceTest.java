@@ -97,11 +97,13 @@ class OpenResponsesConformanceTest extends ApiTest {
 
     static final String NAMESPACE = "{\"type\":\"namespace\",\"name\":\"agents\",\"description\":\"Sub-agents.\",\"tools\":["
             + "{\"type\":\"function\",\"name\":\"spawn\",\"description\":\"Spawn one.\",\"strict\":false,\"parameters\":"
-            + "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}]}";
+            + "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9}},\"required\":[\"n\"]}}]}";
 
+    // n is one digit and the budget holds the whole forced call (the grammar bounds whitespace): a random
+    // model cannot run out of tokens inside the arguments, whatever it samples
     @Test
     void namespaceToolsAreCalledWithTheirNamespace() throws Exception {
-        JsonNode r = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":64,\"tools\":[" + NAMESPACE
+        JsonNode r = post("/v1/responses", "{\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":256,\"tools\":[" + NAMESPACE
                 + "],\"tool_choice\":{\"type\":\"function\",\"name\":\"spawn\"}}", 200);
         JsonNode call = r.path("output").get(r.path("output").size() - 1);
         assertEquals("function_call", call.path("type").asText(), r.toString());
@@ -117,7 +119,7 @@ class OpenResponsesConformanceTest extends ApiTest {
                 + "\"namespace\":\"agents\",\"arguments\":\"{\\\"n\\\":1}\"},{\"type\":\"function_call_output\",\"call_id\":\"c1\",\"output\":\"ok\"}]";
         JsonNode next = post("/v1/responses", "{\"model\":\"tiny\",\"max_output_tokens\":2,\"tools\":[" + NAMESPACE + "],\"input\":" + input + "}", 200);
         assertEquals("assistant", next.path("output").get(0).path("role").asText(), next.toString());
-        String stream = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"stream\":true,\"max_output_tokens\":64,\"tools\":[" + NAMESPACE
+        String stream = json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"stream\":true,\"max_output_tokens\":256,\"tools\":[" + NAMESPACE
                 + "],\"tool_choice\":\"required\"}").post("/v1/responses").then().statusCode(200).extract().asString();
         assertTrue(stream.contains("\"namespace\":\"agents\""), stream);
     }
