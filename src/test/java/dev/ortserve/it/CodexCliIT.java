@@ -83,6 +83,8 @@ class CodexCliIT {
         assertEquals(0, r.exit, r.describe());
         assertTrue(r.stdout.contains("\"type\":\"turn.completed\""), r.describe());
         assertTrue(app.log().contains("agent"), app.log());
+        // the same run's server log has its access lines (issue 25: one INFO line per request, tokens included)
+        assertAccessLine("POST /v1/responses 200 ");
     }
 
     @Test
@@ -91,6 +93,18 @@ class CodexCliIT {
         assertEquals(0, r.exit, r.describe());
         assertTrue(r.stdout.contains("\"type\":\"turn.completed\""), r.describe());
         assertTrue(r.stderr.contains("successfully connected to Responses WebSocket"), "Codex used the WebSocket: " + r.describe());
+        assertAccessLine("WS /v1/responses 200 ");
+    }
+
+    /**
+     * The server log has an access line for one of Codex's responses with its model and tokens; waits for it a
+     * little (a stream's line is written when the server's end handler runs, which Codex need not wait for).
+     */
+    private void assertAccessLine(String start) throws InterruptedException {
+        java.util.regex.Pattern line = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(start)
+                + "\\d+ms request_id=\\S+ model=agent prompt_tokens=[1-9]\\d* completion_tokens=\\d+");
+        for (int i = 0; i < 100 && !line.matcher(app.log()).find(); i++) Thread.sleep(100);
+        assertTrue(line.matcher(app.log()).find(), "no access line '" + start + "...' for Codex's response in the server log:\n" + app.log());
     }
 
     record Result(int exit, String stdout, String stderr) {
