@@ -14,6 +14,19 @@ public interface ReasoningParser {
      */
     boolean settled(String text);
 
+    /**
+     * The reasoning block's markers when they are text the model writes ({@code <think>}, {@code </think>}),
+     * and whether the template opens the block so the output starts inside it; null for formats without
+     * such markers (Harmony's channels).
+     */
+    default BlockMarkers blockMarkers() {
+        return null;
+    }
+
+    /** A reasoning block's opening and closing markers; {@code openedByTemplate}: the output starts inside the block. */
+    record BlockMarkers(String open, String close, boolean openedByTemplate) {
+    }
+
     /** Either part may be null when absent. */
     record Split(String reasoning, String content) {
     }

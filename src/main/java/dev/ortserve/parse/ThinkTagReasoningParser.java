@@ -44,6 +44,11 @@ final class ThinkTagReasoningParser implements ReasoningParser {
     }
 
     @Override
+    public BlockMarkers blockMarkers() {
+        return new BlockMarkers(open, close, openedByTemplate);
+    }
+
+    @Override
     public boolean settled(String text) {
         int lead = Markers.skipBlank(text, 0);
         if (!openedByTemplate && lead < text.length() && !open.startsWith(text.substring(lead, Math.min(text.length(), lead + open.length())))) {

@@ -45,7 +45,7 @@ public class ChatTurns {
             throw new InvalidRequestException(budgetParam, "This model has no reasoning parser configured, so it cannot think within a budget "
                     + "(set ortserve.reasoning-parser for a reasoning model).");
         }
-        ThinkingBudget budget = ThinkingBudget.of(host.reasoningParser().name(), thinkingBudget, host.model().tokenizer());
+        ThinkingBudget budget = ThinkingBudget.of(host.reasoningParser(), thinkingBudget, host.model().tokenizer());
         if (budget == null) {
             throw new InvalidRequestException(budgetParam, "A reasoning budget needs the model's end-of-thinking marker to be one token; "
                     + "it is not for the '" + host.reasoningParser().name() + "' reasoning parser on this model.");

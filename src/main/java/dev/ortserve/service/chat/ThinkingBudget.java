@@ -2,6 +2,7 @@ package dev.ortserve.service.chat;
 
 import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.parse.ReasoningParser;
 
 import java.util.Arrays;
 
@@ -29,15 +30,14 @@ final class ThinkingBudget implements TokenConstraint {
         this.tokenizer = tokenizer;
     }
 
-    /** The budget for the reasoning parser {@code parser}; null when its markers are not single tokens of this vocabulary. */
-    static ThinkingBudget of(String parser, int budget, TextTokenizer tokenizer) {
-        String openMarker = parser.equals("mistral") ? "[THINK]" : "<think>";
-        String closeMarker = parser.equals("mistral") ? "[/THINK]" : "</think>";
-        if (!parser.equals("qwen3") && !parser.equals("deepseek_r1") && !parser.equals("mistral")) return null;
-        Integer open = tokenizer.addedTokenId(openMarker);
-        Integer close = tokenizer.addedTokenId(closeMarker);
+    /** The budget for {@code parser}'s reasoning block; null when it has no markers or they are not single tokens of this vocabulary. */
+    static ThinkingBudget of(ReasoningParser parser, int budget, TextTokenizer tokenizer) {
+        ReasoningParser.BlockMarkers markers = parser.blockMarkers();
+        if (markers == null) return null;
+        Integer open = tokenizer.addedTokenId(markers.open());
+        Integer close = tokenizer.addedTokenId(markers.close());
         if (open == null || close == null) return null;
-        return new ThinkingBudget(budget, open, close, parser.equals("deepseek_r1"), tokenizer);
+        return new ThinkingBudget(budget, open, close, markers.openedByTemplate(), tokenizer);
     }
 
     @Override
