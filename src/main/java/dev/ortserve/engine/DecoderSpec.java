@@ -35,9 +35,12 @@ public record DecoderSpec(ModelLayout layout, String inputIds, String attentionM
         if (alignment == null) throw new IllegalArgumentException("alignment");
     }
 
-    /** generation_config.json's sampling values, used where a request leaves them out. */
-    public record Defaults(Double temperature, Double topP, Integer topK, Double repetitionPenalty) {
-        public static final Defaults NONE = new Defaults(null, null, null, null);
+    /**
+     * generation_config.json's sampling values, used where a request leaves them out; {@code maxNewTokens}
+     * (its {@code max_new_tokens}) caps every request's generation, as vLLM applies it.
+     */
+    public record Defaults(Double temperature, Double topP, Integer topK, Double repetitionPenalty, Integer maxNewTokens) {
+        public static final Defaults NONE = new Defaults(null, null, null, null, null);
     }
 
     public String pastKey(int layer) {

@@ -335,13 +335,23 @@ public final class ModelLoader {
         if (eos.isEmpty()) eos = ids(config.get("eos_token_id"));
         Integer bos = generation.has("bos_token_id") ? Integer.valueOf(generation.get("bos_token_id").asInt())
                 : text.has("bos_token_id") && text.get("bos_token_id").isInt() ? text.get("bos_token_id").asInt() : null;
-        DecoderSpec.Defaults defaults = generation.path("do_sample").asBoolean(false)
-                ? new DecoderSpec.Defaults(optDouble(generation, "temperature"), optDouble(generation, "top_p"),
-                        generation.has("top_k") ? generation.get("top_k").asInt() : null, optDouble(generation, "repetition_penalty"))
-                : new DecoderSpec.Defaults(null, null, null, optDouble(generation, "repetition_penalty"));
+        DecoderSpec.Defaults defaults = samplingDefaults(generation,
+                generation.path("max_new_tokens").canConvertToInt() && generation.get("max_new_tokens").asInt() > 0
+                        ? generation.get("max_new_tokens").asInt() : null);
         return checked(new DecoderSpec(ModelLayout.OPTIMUM, "input_ids", "attention_mask", "position_ids", "use_cache_branch",
                 "past_key_values.%d.key", "past_key_values.%d.value", "logits", "present.%d.key", "present.%d.value",
                 layers, kvHeads, headDim, vocab, cap(context, options), OnnxJavaType.FLOAT, eos, bos, defaults, alignment), session, configFile);
+    }
+
+    /**
+     * The sampling values of generation_config.json (or genai_config.json's search): temperature, top_p and
+     * top_k only when it samples ({@code do_sample}), as transformers reads them; the repetition penalty always.
+     */
+    private static DecoderSpec.Defaults samplingDefaults(JsonNode n, Integer maxNewTokens) {
+        return n.path("do_sample").asBoolean(false)
+                ? new DecoderSpec.Defaults(optDouble(n, "temperature"), optDouble(n, "top_p"), n.has("top_k") ? n.get("top_k").asInt() : null,
+                        optDouble(n, "repetition_penalty"), maxNewTokens)
+                : new DecoderSpec.Defaults(null, null, null, optDouble(n, "repetition_penalty"), maxNewTokens);
     }
 
     private static DecoderSpec genaiSpec(Path dir, OrtSession session, EngineOptions options, KvAlignment alignment) {
@@ -357,10 +367,7 @@ public final class ModelLoader {
         int vocab = requiredInt(model, "vocab_size", configFile);
         int context = modelContext(dir, true);
         JsonNode search = readJson(configFile).path("search");
-        DecoderSpec.Defaults defaults = search.path("do_sample").asBoolean(false)
-                ? new DecoderSpec.Defaults(optDouble(search, "temperature"), optDouble(search, "top_p"),
-                        search.has("top_k") ? search.get("top_k").asInt() : null, optDouble(search, "repetition_penalty"))
-                : new DecoderSpec.Defaults(null, null, null, optDouble(search, "repetition_penalty"));
+        DecoderSpec.Defaults defaults = samplingDefaults(search, null);
         return checked(new DecoderSpec(ModelLayout.GENAI,
                 inputs.path("input_ids").asText("input_ids"), inputs.path("attention_mask").asText("attention_mask"),
                 inputs.path("position_ids").asText("position_ids"), "use_cache_branch",

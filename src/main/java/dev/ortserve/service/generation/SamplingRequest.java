@@ -88,11 +88,13 @@ public final class SamplingRequest {
         } else {
             max = context - longestPrompt;
         }
+        DecoderSpec.Defaults defaults = spec.defaults();
+        // the model's generation_config.json max_new_tokens caps every request, given or not (vLLM's get_max_tokens)
+        if (defaults.maxNewTokens() != null) max = Math.min(max, defaults.maxNewTokens());
         int min = minTokens == null ? 0 : minTokens;
         if (min > max) {
             throw new InvalidRequestException("min_tokens", "'min_tokens' (" + min + ") must not exceed the maximum number of tokens (" + max + ").");
         }
-        DecoderSpec.Defaults defaults = spec.defaults();
         double temp = temperature != null ? temperature.doubleValue() : defaults.temperature() != null ? defaults.temperature() : 1.0;
         double p = topP != null ? topP.doubleValue() : defaults.topP() != null ? defaults.topP() : 1.0;
         int k = topK != null ? topK : defaults.topK() != null ? defaults.topK() : 0;
