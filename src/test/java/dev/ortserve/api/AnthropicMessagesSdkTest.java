@@ -181,6 +181,64 @@ class AnthropicMessagesSdkTest extends ApiTest {
         assertTrue(forced.getMessage().contains("tool_choice"), forced.getMessage());
     }
 
+    /**
+     * A deferred tool (defer_loading, as Claude Code sends its tool search's placeholders) stays out of the
+     * prompt until a tool_reference block in a tool_result loads it; loaded, the prompt is the one it would
+     * have been with the tool never deferred. A reference to no tool is a 400 naming the block.
+     */
+    @Test
+    void deferredToolsLoadWhenReferenced() {
+        String search = "{\"name\":\"ToolSearch\",\"description\":\"Find tools\",\"input_schema\":{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}}}}";
+        String weather = "{\"name\":\"get_weather\",\"description\":\"Current weather\",\"input_schema\":{\"type\":\"object\","
+                + "\"properties\":{\"city\":{\"type\":\"string\"}}}%s}";
+        String deferred = weather.formatted(",\"defer_loading\":true"), plain = weather.formatted("");
+        String conversation = "\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},{\"role\":\"assistant\",\"content\":["
+                + "{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"ToolSearch\",\"input\":{\"q\":\"weather\"}}]},"
+                + "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":%s}]}]";
+        String referenced = conversation.formatted("[{\"type\":\"tool_reference\",\"tool_name\":\"get_weather\"}]");
+        String notYet = conversation.formatted("\"\"");
+        int loaded = countTokens(referenced, search + "," + deferred);
+        assertEquals(countTokens(referenced, search + "," + plain), loaded, "a referenced deferred tool is in the prompt as any tool");
+        int unloaded = countTokens(notYet, search + "," + deferred);
+        assertEquals(countTokens(notYet, search), unloaded, "an unreferenced deferred tool is not in the prompt");
+        assertTrue(loaded > unloaded);
+        io.restassured.RestAssured.given().contentType("application/json")
+                .body("{\"model\":\"" + MODEL + "\"," + conversation.formatted("[{\"type\":\"tool_reference\",\"tool_name\":\"nope\"}]")
+                        + ",\"tools\":[" + search + "]}")
+                .post("/v1/messages/count_tokens").then().statusCode(400).body("type", org.hamcrest.Matchers.equalTo("error"))
+                .body("error.message", org.hamcrest.Matchers.containsString("'nope' names no tool"));
+        // a tool_reference outside a tool_result has no meaning
+        io.restassured.RestAssured.given().contentType("application/json")
+                .body("{\"model\":\"" + MODEL + "\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"tool_reference\",\"tool_name\":\"get_weather\"}]}],"
+                        + "\"tools\":[" + deferred + "]}")
+                .post("/v1/messages/count_tokens").then().statusCode(400).body("error.message", org.hamcrest.Matchers.containsString("tool_reference"));
+    }
+
+    private static int countTokens(String messages, String tools) {
+        return io.restassured.RestAssured.given().contentType("application/json")
+                .body("{\"model\":\"" + MODEL + "\",\"system\":\"Be brief.\"," + messages + ",\"tools\":[" + tools + "]}")
+                .post("/v1/messages/count_tokens").then().statusCode(200).extract().jsonPath().getInt("input_tokens");
+    }
+
+    /** thinking.display omitted (Claude Code asks for it): the thinking block comes with empty text, streamed without thinking_delta. */
+    @Test
+    void omittedThinkingDisplayHidesTheReasoning() {
+        String body = "{\"model\":\"" + MODEL + "\",\"max_tokens\":12,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":\"Think\"}],"
+                + "\"thinking\":{\"type\":\"enabled\",\"budget_tokens\":4,\"display\":\"%s\"}%s}";
+        io.restassured.path.json.JsonPath shown = io.restassured.RestAssured.given().contentType("application/json").body(body.formatted("summarized", ""))
+                .post("/v1/messages").then().statusCode(200).extract().jsonPath();
+        assertEquals("thinking", shown.getString("content[0].type"));
+        assertFalse(shown.getString("content[0].thinking").isEmpty());
+        io.restassured.path.json.JsonPath omitted = io.restassured.RestAssured.given().contentType("application/json").body(body.formatted("omitted", ""))
+                .post("/v1/messages").then().statusCode(200).extract().jsonPath();
+        assertEquals("thinking", omitted.getString("content[0].type"));
+        assertEquals("", omitted.getString("content[0].thinking"));
+        assertEquals(shown.getString("content[1].text"), omitted.getString("content[1].text"), "the answer is the same");
+        String sse = io.restassured.RestAssured.given().contentType("application/json").body(body.formatted("omitted", ",\"stream\":true"))
+                .post("/v1/messages").then().statusCode(200).extract().asString();
+        assertTrue(sse.contains("\"type\":\"thinking\"") && !sse.contains("thinking_delta"), sse);
+    }
+
     private static String text(Message m) {
         StringBuilder out = new StringBuilder();
         for (ContentBlock b : m.content()) {

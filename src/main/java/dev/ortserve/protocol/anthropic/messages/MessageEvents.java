@@ -48,6 +48,8 @@ final class MessageEvents {
     private final ChatDeltaStream deltas;
     private final boolean oneCall;
     private final List<String> stops;
+    /** thinking.display omitted: the thinking block opens and closes with no thinking_delta. */
+    private final boolean omitThinking;
 
     private boolean started;
     private int cached;
@@ -57,7 +59,8 @@ final class MessageEvents {
     private int calls;
     private boolean dropping;
 
-    MessageEvents(String id, String model, int promptTokens, OutputParsers parsers, boolean oneCall, List<String> stops) {
+    MessageEvents(String id, String model, int promptTokens, OutputParsers parsers, boolean oneCall, List<String> stops, boolean omitThinking) {
+        this.omitThinking = omitThinking;
         this.id = id;
         this.model = model;
         this.promptTokens = promptTokens;
@@ -86,7 +89,7 @@ final class MessageEvents {
         for (ChatDeltaStream.Delta d : deltas.add(e.textDelta(), last)) {
             if (d.reasoning() != null) {
                 open(Block.THINKING, new AnthropicThinkingBlock().type("thinking").thinking("").signature(""), out);
-                out.add(delta(new AnthropicThinkingDelta().type("thinking_delta").thinking(d.reasoning())));
+                if (!omitThinking) out.add(delta(new AnthropicThinkingDelta().type("thinking_delta").thinking(d.reasoning())));
             } else if (d.content() != null) {
                 open(Block.TEXT, new AnthropicTextBlock().type("text").text(""), out);
                 out.add(delta(new AnthropicTextDelta().type("text_delta").text(d.content())));

@@ -18,7 +18,9 @@ import dev.ortserve.api.model.AnthropicThinkingBlock;
 import dev.ortserve.api.model.AnthropicThinkingAdaptive;
 import dev.ortserve.api.model.AnthropicThinkingBlockParam;
 import dev.ortserve.api.model.AnthropicThinkingConfig;
+import dev.ortserve.api.model.AnthropicThinkingDisplay;
 import dev.ortserve.api.model.AnthropicThinkingEnabled;
+import dev.ortserve.api.model.AnthropicToolReferenceBlockParam;
 import dev.ortserve.api.model.AnthropicTool;
 import dev.ortserve.api.model.AnthropicToolChoice;
 import dev.ortserve.api.model.AnthropicToolChoiceAny;
@@ -50,9 +52,11 @@ import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 
 /**
@@ -100,11 +104,20 @@ public class MessagesProtocol {
         }).flatMap(call -> {
             String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
             if (Boolean.TRUE.equals(req.getStream())) {
-                MessageEvents events = new MessageEvents(id, host.modelId(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops);
+                MessageEvents events = new MessageEvents(id, host.modelId(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,
+                        omitsThinking(req.getThinking()));
                 return Uni.createFrom().item(MessagesAnswer.stream(events.of(service.stream(call))));
             }
-            return service.complete(call).map(results -> MessagesAnswer.json(message(id, call, results.get(0), c.turn().parsers(), c.oneCall(), stops)));
+            return service.complete(call).map(results -> MessagesAnswer.json(message(id, call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
+                    omitsThinking(req.getThinking()))));
         });
+    }
+
+    /** {@code thinking.display: omitted}: thinking blocks are sent with empty text. */
+    private static boolean omitsThinking(AnthropicThinkingConfig thinking) {
+        AnthropicThinkingDisplay display = thinking instanceof AnthropicThinkingEnabled on ? on.getDisplay()
+                : thinking instanceof AnthropicThinkingAdaptive adaptive ? adaptive.getDisplay() : null;
+        return display == AnthropicThinkingDisplay.OMITTED;
     }
 
     /** The tokens of the prompt {@link #create} would render for the same conversation, tools included. */
@@ -147,14 +160,18 @@ public class MessagesProtocol {
         }
         List<Map<String, Object>> templateTools = null;
         Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
+        List<Map<String, Object>> templateMessages = templateMessages(system, messages);
         if (hasTools) {
             templateTools = new ArrayList<>();
+            Set<String> referenced = referencedTools(messages, tools);
             for (int i = 0; i < tools.size(); i++) {
                 AnthropicTool t = tools.get(i);
                 Map<String, Object> schema = schema(t.getInputSchema(), "tools[" + i + "].input_schema");
                 if (schemas.put(t.getName(), schema) != null) {
                     throw new InvalidRequestException("tools[" + i + "].name", "Tool names must be unique; '" + t.getName() + "' is given twice.");
                 }
+                // a deferred tool is callable all along, but in the prompt only once a tool_reference loaded it
+                if (Boolean.TRUE.equals(t.getDeferLoading()) && !referenced.contains(t.getName())) continue;
                 Map<String, Object> function = new LinkedHashMap<>();
                 function.put("name", t.getName());
                 if (t.getDescription() != null) function.put("description", t.getDescription());
@@ -172,9 +189,34 @@ public class MessagesProtocol {
         }
         // Anthropic's models think only when asked: the template's switch says so (templates without one ignore it)
         Map<String, Object> kwargs = Map.of("enable_thinking", thinks);
-        ChatPromptRenderer.Request prompt = new ChatPromptRenderer.Request(templateMessages(system, messages), templateTools, null,
+        ChatPromptRenderer.Request prompt = new ChatPromptRenderer.Request(templateMessages, templateTools, null,
                 true, false, kwargs, null);
         return new Conversation(turn, prompt, oneCall);
+    }
+
+    /** The names the conversation's tool_reference blocks load; each must be one of the request's tools. */
+    private static Set<String> referencedTools(List<AnthropicInputMessage> messages, List<AnthropicTool> tools) {
+        Set<String> names = new HashSet<>();
+        for (AnthropicTool t : tools) names.add(t.getName());
+        Set<String> referenced = new HashSet<>();
+        for (int i = 0; i < messages.size(); i++) {
+            AnthropicContent content = messages.get(i).getContent();
+            if (content.isText()) continue;
+            for (int j = 0; j < content.blocks().size(); j++) {
+                if (!(content.blocks().get(j) instanceof AnthropicToolResultBlockParam r) || r.getContent() == null || r.getContent().isText()) continue;
+                List<AnthropicContentBlockParam> inner = r.getContent().blocks();
+                for (int k = 0; k < inner.size(); k++) {
+                    if (inner.get(k) instanceof AnthropicToolReferenceBlockParam ref) {
+                        if (!names.contains(ref.getToolName())) {
+                            throw new InvalidRequestException("messages[" + i + "].content[" + j + "].content[" + k + "].tool_name",
+                                    "Tool reference '" + ref.getToolName() + "' names no tool in 'tools'.");
+                        }
+                        referenced.add(ref.getToolName());
+                    }
+                }
+            }
+        }
+        return referenced;
     }
 
     @SuppressWarnings("unchecked")
@@ -270,6 +312,7 @@ public class MessagesProtocol {
         StringBuilder out = new StringBuilder();
         List<AnthropicContentBlockParam> blocks = content.blocks();
         for (int k = 0; k < blocks.size(); k++) {
+            if (blocks.get(k) instanceof AnthropicToolReferenceBlockParam) continue; // loads a deferred tool (referencedTools), no text
             if (!(blocks.get(k) instanceof AnthropicTextBlockParam t)) {
                 throw new UnsupportedParameterException(param + ".content[" + k + "]", "Tool results of type '" + blocks.get(k).getType()
                         + "' are not supported: this model takes text only.");
@@ -312,10 +355,13 @@ public class MessagesProtocol {
         return call.prompts().get(0).tokenIds().length;
     }
 
-    private AnthropicMessage message(String id, CompletionCall call, ChoiceResult r, OutputParsers parsing, boolean oneCall, List<String> stops) {
+    private AnthropicMessage message(String id, CompletionCall call, ChoiceResult r, OutputParsers parsing, boolean oneCall, List<String> stops,
+                                     boolean omitThinking) {
         ChatOutput out = parsing.parse(r.text());
         List<AnthropicContentBlock> content = new ArrayList<>();
-        if (out.reasoning() != null) content.add(new AnthropicThinkingBlock().type("thinking").thinking(out.reasoning()).signature(""));
+        if (out.reasoning() != null) {
+            content.add(new AnthropicThinkingBlock().type("thinking").thinking(omitThinking ? "" : out.reasoning()).signature(""));
+        }
         if (out.content() != null && !out.content().isEmpty()) content.add(new AnthropicTextBlock().type("text").text(out.content()));
         List<ToolCallParser.ToolCall> calls = oneCall && out.calls().size() > 1 ? out.calls().subList(0, 1) : out.calls();
         for (ToolCallParser.ToolCall c : calls) {
