@@ -197,9 +197,17 @@ final class LlamaOnnxWriter {
     /** The final norm, the head (drawn last), and the model. */
     private OnnxMl.ModelProto finish(String x, String epsF, int h, boolean contribOps) {
         String last = rmsNorm("final_norm", x, epsF, h);
+        float endBias = size.endOfTurnBias();
         graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
                 .addInput(size.tiedEmbeddings ? node("Transpose", "embed_tokens_t", a -> a.addAttribute(ints("perm", 1, 0)), "embed_tokens")
-                        : initNormal("lm_head.weight", 0.02f, h, size.vocabSize)).addOutput("logits"));
+                        : initNormal("lm_head.weight", 0.02f, h, size.vocabSize)).addOutput(endBias == 0 ? "logits" : "lm_head_logits"));
+        if (endBias != 0) {
+            // a logit bias on <|im_end|> after the head (an Add the last-position rewrite passes through)
+            float[] bias = new float[size.vocabSize];
+            bias[ByteLevelBpeTokenizer.IM_END] = endBias;
+            graph.addNode(NodeProto.newBuilder().setOpType("Add").setName("end_of_turn_bias").addInput("lm_head_logits")
+                    .addInput(init("end_of_turn_bias", bias, size.vocabSize)).addOutput("logits"));
+        }
         OnnxMl.ModelProto.Builder model = OnnxMl.ModelProto.newBuilder()
                 .setIrVersion(8)
                 .setProducerName("ortserve-modelgen")

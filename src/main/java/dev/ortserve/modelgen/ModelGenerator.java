@@ -87,6 +87,9 @@ public final class ModelGenerator {
             {%- endif %}
             """;
 
+    /** generation_config.json's {@code max_new_tokens} of the agent model: every turn's generation cap. */
+    public static final int AGENT_MAX_NEW_TOKENS = 512;
+
     private ModelGenerator() {
     }
 
@@ -153,7 +156,7 @@ public final class ModelGenerator {
                 }
             }
             JSON.writeValue(tmp.resolve("config.json").toFile(), config(size));
-            JSON.writeValue(tmp.resolve("generation_config.json").toFile(), generationConfig());
+            JSON.writeValue(tmp.resolve("generation_config.json").toFile(), generationConfig(size));
             JSON.writeValue(tmp.resolve("tokenizer_config.json").toFile(), tokenizerConfig(size));
             JSON.writeValue(tmp.resolve("special_tokens_map.json").toFile(), specialTokensMap());
             moveIntoPlace(tmp, outputDir);
@@ -200,11 +203,14 @@ public final class ModelGenerator {
         return c;
     }
 
-    static ObjectNode generationConfig() {
+    static ObjectNode generationConfig(ModelSize size) {
         ObjectNode g = JSON.createObjectNode();
         g.put("bos_token_id", ByteLevelBpeTokenizer.ENDOFTEXT);
         g.putArray("eos_token_id").add(ByteLevelBpeTokenizer.IM_END).add(ByteLevelBpeTokenizer.ENDOFTEXT);
         g.put("do_sample", false);
+        // random weights under a 128k vocabulary almost never sample the end token: the agent model's turns end at
+        // this cap instead of running to the 64k context (agent clients ask for 32k tokens or leave it open)
+        if (size == ModelSize.AGENT) g.put("max_new_tokens", AGENT_MAX_NEW_TOKENS);
         return g;
     }
 

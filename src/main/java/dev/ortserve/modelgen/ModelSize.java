@@ -2,15 +2,19 @@ package dev.ortserve.modelgen;
 
 /**
  * The LLaMA-style decoders the project generates for itself (no model can be downloaded here).
- * `tiny` is the test fixture, `demo` the embedded default, `agent` the demo model with a 32k context
- * (for agent clients' long prompts), `bench` (~56M parameters, vocab 32k)
+ * `tiny` is the test fixture, `demo` the embedded default, `agent` the demo body under a 128k vocabulary
+ * with a 64k context (for agent clients' long prompts), `bench` (~56M parameters, vocab 32k)
  * the benchmark model whose decode cost is dominated by real matrix work.
  */
 public enum ModelSize {
     TINY(512, 64, 2, 4, 2, 176, 2048),
     DEMO(2048, 128, 4, 4, 2, 352, 2048),
-    /** The demo model's body with a 32k context: agent clients (Codex CLI sends ~15k tokens of instructions and tools) fit. */
-    AGENT(2048, 128, 4, 4, 2, 352, 32768),
+    /**
+     * The demo model's body under a Llama-3-sized vocabulary (~3.4 bytes per token on Claude Code's prompt,
+     * where the demo's 2,048 entries give ~1.15) with a 64k context: agent clients' prompts fit (Claude Code's
+     * first request, ~77 KB of system prompt and tools, is ~23k tokens).
+     */
+    AGENT(128256, 128, 4, 4, 2, 352, 65536),
     BENCH(32000, 512, 8, 8, 4, 1408, 2048),
     /** Two layers at a 1B-class width (hidden 2048): kernels at the matrix shapes of real models (~225M parameters). */
     WIDE(32000, 2048, 2, 16, 8, 5632, 2048),
@@ -53,6 +57,17 @@ public enum ModelSize {
 
     public int headDim() {
         return headDim;
+    }
+
+    /**
+     * A logit bias on the end-of-turn token {@code <|im_end|>} after the head, so that sampled turns end by
+     * themselves: random weights under a 128k vocabulary give each token ~1/131,000 (logits of std ~0.23), so
+     * without it a turn runs to its cap, which agent clients take as an error (Claude Code retries a
+     * max_tokens stop and fails). 8.1 makes the end ~1/40 per sampled token at temperature 1 (turns of ~40
+     * tokens); greedy decoding ends at once.
+     */
+    public float endOfTurnBias() {
+        return this == AGENT ? 8.1f : 0f;
     }
 
     /** The name on the command line: qwen3_0_6b as qwen3-0.6b. */

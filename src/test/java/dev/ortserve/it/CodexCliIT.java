@@ -24,7 +24,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * Codex CLI ({@code @openai/codex}, pinned, installed from npm into target/codex) runs one
  * non-interactive turn ({@code codex exec}) against the packaged server, over HTTP and over
  * WebSocket ({@code supports_websockets}, with its {@code generate: false} warm-up). The served
- * model is the generated {@code agent} model, whose 32k context holds Codex's ~20k-token prompt
+ * model is the generated {@code agent} model, whose 128k vocabulary and 64k context hold Codex's prompt
  * (instructions, function and namespace tools, client_metadata, encrypted reasoning requested).
  * Its text is random, so it calls no tool: the turn must complete and Codex exit 0.
  */
@@ -43,9 +43,10 @@ class CodexCliIT {
         Assumptions.assumeTrue(os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64")),
                 "the pinned Codex binary is installed for Linux x86-64 only");
         codex = install();
-        Path model = ModelGenerator.ensure(ModelSize.AGENT, Path.of("target", "it-codex-models").toAbsolutePath());
+        Path models = Path.of("target", "it-agent-models").toAbsolutePath();
+        Path model = ModelGenerator.ensure(ModelSize.AGENT, models);
         app = PackagedApp.start("codex", Map.of("ORTSERVE_MODEL_PATH", model.toString(), "ORTSERVE_MODEL_NAME", "agent",
-                "ORTSERVE_COMPACTION_KEY", "codex-it-key", "ORTSERVE_MODEL_CACHE_DIR", Path.of("target", "it-codex-models").toAbsolutePath().toString()));
+                "ORTSERVE_COMPACTION_KEY", "codex-it-key", "ORTSERVE_MODEL_CACHE_DIR", models.toString()));
     }
 
     @AfterAll
