@@ -40,7 +40,8 @@ import java.util.TreeMap;
  * {@code ./mvnw -Pbench test -Dtest=KernelProfileBenchmark -Dbench.concurrency=16}; the tables go to
  * stdout and target/kernel-profile-report.md. {@code -Dbench.profile.models=bench,reference-llama,vocab128k}
  * picks the models; on the 128k-vocabulary model the passes are prefills of 50 and 3,500 tokens
- * (where the TTFT ratio's time goes).
+ * (where the TTFT ratio's time goes); {@code qwen3-0.6b} profiles the real-size model (fp32 and int4 as served, plus
+ * 8 decode steps after the long prefill: {@code -Dbench.profile.models=qwen3-0.6b -Dbench.concurrency=4 -Dbench.prefill=1600}).
  */
 @Tag("bench")
 class KernelProfileBenchmark {
@@ -66,12 +67,15 @@ class KernelProfileBenchmark {
                 + "(steps counted), prefill: %d tokens at batch 1%n", Runtime.getRuntime().availableProcessors(), PROMPT, STEPS, PREFILL));
         for (String which : System.getProperty("bench.profile.models", "bench,reference-llama,vocab128k").split(",")) {
             Path models = Path.of("target", "bench-models").toAbsolutePath();
+            boolean realSize = which.equals(ModelSize.QWEN3_0_6B.id());
             Path dir = which.equals("bench") ? ModelGenerator.ensure(ModelSize.BENCH, models)
                     : which.equals("vocab128k") ? ModelGenerator.ensure(ModelSize.VOCAB128K, models)
+                    : realSize ? ModelGenerator.ensure(ModelSize.QWEN3_0_6B, models)
                     : Path.of("src/test/resources/fixtures", which);
             // the 128k-vocabulary model answers where the 3,500 / 50-token TTFT ratio goes: its two prefills, fp32
             boolean ttft = which.equals("vocab128k");
-            for (Config c : ttft ? List.of(CONFIGS.get(0), CONFIGS.get(2)) : CONFIGS) {
+            // at real size (qwen3-0.6b) the served configurations only, fp32 and int4, each also decoding after a long prompt
+            for (Config c : ttft ? List.of(CONFIGS.get(0), CONFIGS.get(2)) : realSize ? List.of(CONFIGS.get(2), CONFIGS.get(4)) : CONFIGS) {
                 EngineOptions options = EngineOptions.defaults().withPrefixCacheBytes(0).withRewrite(c.rewrite(), cache);
                 try (LoadedModel model = ModelLoader.load(dir, options)) {
                     Path file = model.modelFile();
@@ -87,6 +91,7 @@ class KernelProfileBenchmark {
                         profile(model, file, byScenario, perRun, b1, () -> List.of(1, PROMPT, STEPS));
                         profile(model, file, byScenario, perRun, bn, () -> List.of(STREAMS, PROMPT, STEPS));
                         profile(model, file, byScenario, perRun, pf, () -> List.of(1, prefill, 0));
+                        if (realSize) profile(model, file, byScenario, perRun, "decode b1 after " + prefill, () -> List.of(1, prefill, 8));
                     }
                     report.append(table(which + ", " + c.label() + " (rewrites: " + (model.rewrites().isEmpty() ? "none" : String.join(", ", model.rewrites())) + ")",
                             byScenario, perRun));
