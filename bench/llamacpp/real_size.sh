@@ -31,6 +31,7 @@ OUT=target/llamacpp/real-size
 mkdir -p "$OUT" target/bench-models
 rm -f target/long-context-decode.tsv "$OUT"/*.tsv
 started=$(date +%s)
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 ./mvnw -q -B test-compile dependency:build-classpath -Dmdep.outputFile=target/cp.txt
 echo "-cp target/classes:target/test-classes:$(cat target/cp.txt)" > target/cp.args
@@ -71,16 +72,17 @@ done
 cp target/long-context-decode.tsv "$OUT/decode.tsv"
 
 llama_version=$("$BIN/llama-server" --version 2>&1 | grep -m1 version || true)
-"$PY" - "$OUT" "$SIZE" "$T" "$OUTPUT" "$llama_version" "$(( ($(date +%s) - started) / 60 ))" > target/real-size-side-by-side.md <<'EOF'
+"$PY" - "$OUT" "$SIZE" "$T" "$OUTPUT" "$llama_version" "$(( ($(date +%s) - started) / 60 ))" "$load_start" "$(cut -d' ' -f1-3 /proc/loadavg)" > target/real-size-side-by-side.md <<'EOF'
 import json, os, platform, re, subprocess, sys
-out, size, threads, output, llama, minutes = sys.argv[1:]
+out, size, threads, output, llama, minutes, load_start, load_end = sys.argv[1:]
 label = {"model": "fp32 / F32", "int8": "int8 / Q8_0", "int4": "int4 / Q4_0"}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.machine())
 mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) / 2**20
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 print(f"{size} (GroupQueryAttention variant for ortserve; the same weights as GGUF for llama.cpp), {threads} threads each, "
-      f"{os.cpu_count()} processors ({cpu}), {mem:.0f} GiB; ortserve {commit}, llama.cpp {llama}; one round, {minutes} min in all.\n")
-print("Command: `SIZE=%s flock /tmp/bigmem.lock bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR PYTHON`\n" % size)
+      f"{os.cpu_count()} processors ({cpu}), {mem:.0f} GiB; ortserve {commit}, llama.cpp {llama}; one round, {minutes} min in all; "
+      f"load average (1, 5, 15 min) {load_start} at the start, {load_end} at the end.\n")
+print("Command: `SIZE=%s bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR PYTHON` (under `flock /tmp/bigmem.lock` at real size)\n" % size)
 print("| precision | ortserve ready s cold / warm | ortserve peak RSS GB cold / warm | llama-server ready s 1st / 2nd | llama-server peak RSS GB 1st / 2nd |")
 print("|---|---|---|---|---|")
 servers = {l.split()[0]: l.split()[1:] for l in open(f"{out}/server.tsv")}
