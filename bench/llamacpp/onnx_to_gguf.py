@@ -5,8 +5,13 @@ GGUF file with the same weights, so the two engines can be measured side by side
     python onnx_to_gguf.py MODEL_DIR OUT.gguf
 
 MODEL_DIR holds model.onnx, config.json and tokenizer.json as ModelGenerator writes them
-(LLaMA-style: RMSNorm, grouped-query attention with rotate-half rotary, SwiGLU, untied head,
-projections stored [in, out] as initializers named l<N>.<q|k|v|o|gate|up|down>.weight).
+(LLaMA-style: RMSNorm, grouped-query attention with rotate-half rotary, SwiGLU, projections
+stored [in, out] as initializers named l<N>.<q|k|v|o|gate|up|down>.weight; either attention variant,
+explicit or GroupQueryAttention, as both hold the same initializers). A head_dim other than
+hidden / heads (qwen3-0.6b: 128 with hidden 1024 and 16 heads) is written as the key and value
+lengths; a tied head (no lm_head.weight) is written without output.weight, so llama.cpp reads
+token_embd as the output matrix. Weights in external data (model.onnx_data) are memory-mapped,
+not loaded whole.
 The GGUF is architecture "llama" in F32 (quantize it with llama.cpp's llama-quantize). The q and
 k projections are permuted from the rotate-half layout to llama.cpp's interleaved rotary, as
 llama.cpp's own convert_hf_to_gguf.py does for Hugging Face Llama checkpoints, so both engines
@@ -30,17 +35,27 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, out // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def tensor(t: onnx.TensorProto, model_dir: Path) -> np.ndarray:
+    if t.data_location != onnx.TensorProto.EXTERNAL:
+        return numpy_helper.to_array(t)
+    info = {e.key: e.value for e in t.external_data}
+    assert t.data_type == onnx.TensorProto.FLOAT, t.name
+    return np.memmap(model_dir / info["location"], dtype=np.float32, mode="r", offset=int(info.get("offset", 0)),
+                     shape=tuple(t.dims))
+
+
 def main(model_dir: Path, out: Path) -> None:
     config = json.loads((model_dir / "config.json").read_text())
     tok = json.loads((model_dir / "tokenizer.json").read_text())
-    model = onnx.load(str(model_dir / "model.onnx"))
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    model = onnx.load(str(model_dir / "model.onnx"), load_external_data=False)
+    weights = {t.name: tensor(t, model_dir) for t in model.graph.initializer}
 
     hidden = config["hidden_size"]
     layers = config["num_hidden_layers"]
     heads = config["num_attention_heads"]
     kv_heads = config["num_key_value_heads"]
     vocab = config["vocab_size"]
+    head_dim = config.get("head_dim", hidden // heads)
 
     w = gguf.GGUFWriter(str(out), "llama")
     w.add_name(model_dir.name)
@@ -50,7 +65,10 @@ def main(model_dir: Path, out: Path) -> None:
     w.add_feed_forward_length(config["intermediate_size"])
     w.add_head_count(heads)
     w.add_head_count_kv(kv_heads)
-    w.add_rope_dimension_count(hidden // heads)
+    w.add_rope_dimension_count(head_dim)
+    if head_dim != hidden // heads:
+        w.add_key_length(head_dim)
+        w.add_value_length(head_dim)
     w.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
     w.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-6)))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
@@ -83,11 +101,12 @@ def main(model_dir: Path, out: Path) -> None:
     w.add_add_bos_token(False)
 
     def put(name: str, array: np.ndarray) -> None:
-        w.add_tensor(name, np.ascontiguousarray(array.astype(np.float32)))
+        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
 
     put("token_embd.weight", weights["embed_tokens"])                  # [vocab, hidden]
     put("output_norm.weight", weights["final_norm.weight"])
-    put("output.weight", weights["lm_head.weight"].T)                   # [hidden, vocab] -> [vocab, hidden]
+    if "lm_head.weight" in weights:                                     # absent when tied: llama.cpp reads token_embd
+        put("output.weight", weights["lm_head.weight"].T)               # [hidden, vocab] -> [vocab, hidden]
     for l in range(layers):
         p = f"l{l}."
         b = f"blk.{l}."

@@ -257,13 +257,16 @@ public final class ModelGenerator {
     }
 
     public static void main(String[] args) throws IOException {
+        // --gqa: the GroupQueryAttention variant (same weights; see ensureGroupQueryAttention)
+        boolean gqa = java.util.Arrays.asList(args).contains("--gqa");
+        args = java.util.Arrays.stream(args).filter(a -> !a.equals("--gqa")).toArray(String[]::new);
         if (args.length < 2) {
-            System.err.println("usage: ModelGenerator <tiny|demo|agent|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed]");
+            System.err.println("usage: ModelGenerator <tiny|demo|agent|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed] [--gqa]");
             System.exit(2);
         }
         long seed = args.length > 2 ? Long.parseLong(args[2]) : DEFAULT_SEED;
         ModelSize size = ModelSize.parse(args[0]);
-        Path out = generate(size, seed, Path.of(args[1]));
+        Path out = generate(size, seed, Path.of(args[1]), gqa);
         System.out.printf("%s model: %,d parameters -> %s%n", size.id(), size.parameterCount(), out.toAbsolutePath());
     }
 }

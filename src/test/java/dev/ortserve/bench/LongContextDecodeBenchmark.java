@@ -35,15 +35,23 @@ import java.util.concurrent.atomic.AtomicInteger;
  * in-place runs alternate, {@code bench.rounds} each (default 3), the median kept. Run with
  * {@code ./mvnw -Pbench test -Dtest=LongContextDecodeBenchmark}; the table goes to stdout and
  * target/long-context-decode-report.md.
+ * <p>
+ * {@code -Dbench.precision=model|int8|int4} (default model: fp32) serves the weights quantized on load
+ * as the server's {@code --weight-precision} does; {@code -Dbench.kv=inplace} measures the in-place
+ * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so). Each cell also
+ * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
+ * in-place path), to target/long-context-decode.tsv, appended.
  */
 @Tag("bench")
 class LongContextDecodeBenchmark {
 
-    static final ModelSize SIZE = ModelSize.valueOf(System.getProperty("bench.size", "BENCH"));
+    static final ModelSize SIZE = ModelSize.parse(System.getProperty("bench.size", "BENCH"));
     static final int[] PROMPTS = Arrays.stream(System.getProperty("bench.prompts", "35,1600").split(",")).mapToInt(Integer::parseInt).toArray();
     static final int[] STREAMS = Arrays.stream(System.getProperty("bench.streams", "1,4").split(",")).mapToInt(Integer::parseInt).toArray();
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
+    static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
+    static final boolean COPYING = !"inplace".equals(System.getProperty("bench.kv", "both"));
     private static final AtomicInteger IDS = new AtomicInteger();
 
     @Test
@@ -51,24 +59,26 @@ class LongContextDecodeBenchmark {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
         Path dir = ModelGenerator.ensureGroupQueryAttention(SIZE, models);
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
-                .withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
-        StringBuilder report = new StringBuilder(String.format("long-context decode, %s GroupQueryAttention variant, fp32, %d processors, "
+                .withRewrite(RewriteOptions.defaults(PRECISION), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+        String precision = PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase();
+        StringBuilder report = new StringBuilder(String.format("long-context decode, %s GroupQueryAttention variant, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
-                SIZE.id(), Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
+                SIZE.id(), precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
+        StringBuilder tsv = new StringBuilder();
         report.append("| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n");
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
         try (LoadedModel model = ModelLoader.load(dir, base)) {
             try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, base);
                  ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
-                measure(copying, 35, 1, model);
+                if (COPYING) measure(copying, 35, 1, model);
                 measure(inPlace, 35, 1, model);
                 for (int p = 0; p < PROMPTS.length; p++) {
                     for (int s = 0; s < STREAMS.length; s++) {
                         double[][] r = new double[2][ROUNDS], ttft = new double[2][ROUNDS], stream = new double[2][ROUNDS];
                         for (int round = 0; round < ROUNDS; round++) {
-                            for (int mode = 0; mode < 2; mode++) {
+                            for (int mode = COPYING ? 0 : 1; mode < 2; mode++) {
                                 double[] m = measure(mode == 0 ? copying : inPlace, PROMPTS[p], STREAMS[s], model);
                                 r[mode][round] = m[0];
                                 ttft[mode][round] = m[1];
@@ -82,6 +92,7 @@ class LongContextDecodeBenchmark {
                                 median(stream[0]), median(stream[1]), median(ttft[0]), median(ttft[1]));
                         System.out.println(row);
                         report.append(row).append('\n');
+                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], i, median(stream[1]), median(ttft[1])));
                     }
                 }
             }
@@ -96,6 +107,7 @@ class LongContextDecodeBenchmark {
         }
         System.out.println(report);
         Files.writeString(Path.of("target", "long-context-decode-report.md"), report.toString());
+        Files.writeString(Path.of("target", "long-context-decode.tsv"), tsv.toString(), java.nio.file.StandardOpenOption.CREATE, java.nio.file.StandardOpenOption.APPEND);
     }
 
     static final int PROFILE_STEPS = Integer.getInteger("bench.profile.steps", 32);
