@@ -125,6 +125,35 @@ class GraphRewriteTest {
         }
     }
 
+    /**
+     * transformers' exports of tied-embedding families store the head a second time ([hidden, vocab], the embedding
+     * transposed): served from the embedding's one copy (FusedMatMul transB), the stored copy gone from the rewritten
+     * model, the same greedy ids alone and batched.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"qwen3", "gemma3"})
+    void aTiedHeadIsServedFromTheEmbeddingsOneCopy(String family) throws Exception {
+        Path source = dev.ortserve.families.FamilyFixtures.directory(family);
+        List<List<Integer>> plain;
+        try (LoadedModel model = ModelLoader.load(source, EngineOptions.defaults())) {
+            plain = greedy(model, EngineOptions.defaults(), prompts(model), 16);
+        }
+        Path cache = dir.resolve("cache-tied-" + family);
+        EngineOptions options = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), cache);
+        try (LoadedModel model = ModelLoader.load(source, options)) {
+            assertTrue(model.rewrites().contains("tied head from the embedding"), model.rewrites().toString());
+            assertEquals(plain, greedy(model, options, prompts(model), 16));
+            JsonNode config = new ObjectMapper().readTree(source.resolve("config.json").toFile());
+            long headBytes = 4L * config.get("vocab_size").asLong() * config.get("hidden_size").asLong();
+            long written;
+            try (Stream<Path> files = Files.walk(cache)) {
+                written = files.filter(Files::isRegularFile).mapToLong(p -> p.toFile().length()).sum();
+            }
+            assertTrue(written < Files.size(source.resolve("model.onnx")) - headBytes / 2,
+                    "the rewritten model holds no second copy of the head: " + written + " bytes vs the export's " + Files.size(source.resolve("model.onnx")));
+        }
+    }
+
     @Test
     void fusedNormsKeepGreedyOutputAloneAndBatched() throws Exception {
         List<List<Integer>> plain;

@@ -38,7 +38,7 @@ public final class GraphRewriter {
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "4"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread
+    static final String VERSION = "5"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead)
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came
@@ -109,6 +109,8 @@ public final class GraphRewriter {
             if (n > 0) applied.add(options.precision().name().toLowerCase() + " weights (" + n + " MatMuls)");
             else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 or float16 constant-weight MatMul (already quantized, or bf16)");
         }
+        // a float32 head that is the embedding transposed (stored twice, or a Transpose onnxruntime would fold into a copy) reads the embedding
+        if (options.lastPositionLogits() && TiedHead.apply(g) > 0) applied.add(TiedHead.APPLIED);
         if (options.fuseNorms()) {
             int n = RmsNormFusion.apply(g);
             if (n > 0) applied.add("RMSNorm fused (" + n + " SimplifiedLayerNormalization)");

@@ -1,0 +1,92 @@
+package dev.ortserve.engine.rewrite;
+
+import ai.onnx.proto.OnnxMl.NodeProto;
+import ai.onnx.proto.OnnxMl.TensorProto;
+
+import java.io.IOException;
+import java.nio.FloatBuffer;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * A tied head served from the embedding's one copy. Exports of models whose head is the embedding
+ * transposed (tie_word_embeddings: Qwen3, Gemma 3, Llama 3.2) either store that matrix a second
+ * time (torch.onnx: an initializer [hidden, vocab] equal to the embedding [vocab, hidden]
+ * transposed, 622 MB more at Qwen3-0.6B's size) or compute it with a Transpose of the embedding,
+ * which onnxruntime folds into the same second copy while the session starts. Either way the head
+ * becomes {@code com.microsoft.FusedMatMul(hidden, embedding, transB=1)}: onnxruntime's MatMul kernel
+ * with a transposed B, which prepacks the embedding transposed straight from its one copy.
+ * Float32 heads only (a quantized head is a MatMulNBits of its own).
+ */
+final class TiedHead {
+
+    static final String APPLIED = "tied head from the embedding";
+
+    private TiedHead() {
+    }
+
+    /** @return the heads rewritten (0 or 1) */
+    static int apply(Graph g) throws IOException {
+        Set<String> embeddings = new HashSet<>();
+        for (NodeProto n : g.graph.getNodeList()) {
+            if (n.getOpType().equals("Gather") && n.getDomain().isEmpty()) {
+                TensorProto t = g.initializer(n.getInput(0));
+                if (t != null && t.getDataType() == TensorProto.DataType.FLOAT_VALUE && t.getDimsCount() == 2) embeddings.add(t.getName());
+            }
+        }
+        if (embeddings.isEmpty()) return 0;
+        for (int i = 0; i < g.graph.getNodeCount(); i++) {
+            NodeProto n = g.graph.getNode(i);
+            if (!n.getOpType().equals("MatMul") || !n.getDomain().isEmpty() || n.getInputCount() != 2) continue;
+            String weight = n.getInput(1);
+            String embedding = transposedEmbedding(g, weight, embeddings);
+            if (embedding == null) continue;
+            g.requireOpset("com.microsoft", 1);
+            g.graph.setNode(i, NodeProto.newBuilder().setOpType("FusedMatMul").setDomain("com.microsoft").setName(n.getName())
+                    .addInput(n.getInput(0)).addInput(embedding).addAllOutput(n.getOutputList())
+                    .addAttribute(Graph.intAttribute("transB", 1)).build());
+            int transpose = g.producerIndex(weight);
+            if (transpose >= 0 && g.consumers(weight) == 0) g.graph.removeNode(transpose);
+            g.removeInitializersIfUnread(Set.of(weight));
+            return 1;
+        }
+        return 0;
+    }
+
+    /** The embedding that {@code weight} is the transpose of (a Transpose node of it, or a stored copy), else null. */
+    private static String transposedEmbedding(Graph g, String weight, Set<String> embeddings) throws IOException {
+        int p = g.producerIndex(weight);
+        if (p >= 0) {
+            NodeProto t = g.graph.getNode(p);
+            boolean swap = t.getOpType().equals("Transpose") && t.getDomain().isEmpty() && t.getInputCount() == 1
+                    && t.getAttributeList().stream().allMatch(a -> !a.getName().equals("perm") || a.getIntsList().equals(java.util.List.of(1L, 0L)));
+            return swap && embeddings.contains(t.getInput(0)) ? t.getInput(0) : null;
+        }
+        TensorProto w = g.initializer(weight);
+        if (w == null || w.getDataType() != TensorProto.DataType.FLOAT_VALUE || w.getDimsCount() != 2) return null;
+        for (String name : embeddings) {
+            TensorProto e = g.initializer(name);
+            if (e.getDims(0) == w.getDims(1) && e.getDims(1) == w.getDims(0) && isTranspose(g.floatView(w), g.floatView(e), (int) e.getDims(0),
+                    (int) e.getDims(1))) {
+                return name;
+            }
+        }
+        return null;
+    }
+
+    /** w [cols, rows] is e [rows, cols] transposed, value for value (compared in tiles: both stay sequential enough). */
+    static boolean isTranspose(FloatBuffer w, FloatBuffer e, int rows, int cols) {
+        if (w.capacity() != (long) rows * cols || e.capacity() != (long) rows * cols) return false;
+        final int tile = 64;
+        for (int r0 = 0; r0 < rows; r0 += tile) {
+            for (int c0 = 0; c0 < cols; c0 += tile) {
+                for (int r = r0; r < Math.min(rows, r0 + tile); r++) {
+                    for (int c = c0; c < Math.min(cols, c0 + tile); c++) {
+                        if (Float.floatToRawIntBits(e.get(r * cols + c)) != Float.floatToRawIntBits(w.get(c * rows + r))) return false;
+                    }
+                }
+            }
+        }
+        return true;
+    }
+}
