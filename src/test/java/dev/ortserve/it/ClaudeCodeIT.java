@@ -2,10 +2,7 @@ package dev.ortserve.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.modelgen.ModelGenerator;
-import dev.ortserve.modelgen.ModelSize;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -42,15 +39,8 @@ class ClaudeCodeIT {
 
     @BeforeAll
     static void start() throws Exception {
-        String os = System.getProperty("os.name").toLowerCase();
-        String arch = System.getProperty("os.arch");
-        Assumptions.assumeTrue(os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64")),
-                "the pinned Claude Code binary is installed for Linux x86-64 only");
+        app = PackagedApp.startAgentModel("claude-code", Map.of());
         claude = install();
-        Path models = Path.of("target", "it-agent-models").toAbsolutePath();
-        Path model = ModelGenerator.ensure(ModelSize.AGENT, models);
-        app = PackagedApp.start("claude-code", Map.of("ORTSERVE_MODEL_PATH", model.toString(), "ORTSERVE_MODEL_NAME", "agent",
-                "ORTSERVE_MODEL_CACHE_DIR", models.toString()));
     }
 
     @AfterAll

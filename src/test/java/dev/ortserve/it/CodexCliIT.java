@@ -1,9 +1,6 @@
 package dev.ortserve.it;
 
-import dev.ortserve.modelgen.ModelGenerator;
-import dev.ortserve.modelgen.ModelSize;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -38,15 +35,8 @@ class CodexCliIT {
 
     @BeforeAll
     static void start() throws Exception {
-        String os = System.getProperty("os.name").toLowerCase();
-        String arch = System.getProperty("os.arch");
-        Assumptions.assumeTrue(os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64")),
-                "the pinned Codex binary is installed for Linux x86-64 only");
+        app = PackagedApp.startAgentModel("codex", Map.of("ORTSERVE_COMPACTION_KEY", "codex-it-key"));
         codex = install();
-        Path models = Path.of("target", "it-agent-models").toAbsolutePath();
-        Path model = ModelGenerator.ensure(ModelSize.AGENT, models);
-        app = PackagedApp.start("codex", Map.of("ORTSERVE_MODEL_PATH", model.toString(), "ORTSERVE_MODEL_NAME", "agent",
-                "ORTSERVE_COMPACTION_KEY", "codex-it-key", "ORTSERVE_MODEL_CACHE_DIR", models.toString()));
     }
 
     @AfterAll

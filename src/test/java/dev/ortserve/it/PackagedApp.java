@@ -46,6 +46,24 @@ public final class PackagedApp implements AutoCloseable {
         return app;
     }
 
+    /**
+     * Starts the jar serving the generated {@code agent} model (long context, turns that end: what agent clients need) as
+     * "agent", with these environment variables besides; assumes Linux x86-64, where the agent clients' pinned native
+     * binaries are installed.
+     */
+    public static PackagedApp startAgentModel(String name, Map<String, String> env) throws IOException, InterruptedException {
+        String os = System.getProperty("os.name").toLowerCase(), arch = System.getProperty("os.arch");
+        org.junit.jupiter.api.Assumptions.assumeTrue(os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64")),
+                "the agent clients' pinned binaries are installed for Linux x86-64 only");
+        Path models = Path.of("target", "it-agent-models").toAbsolutePath();
+        Path model = dev.ortserve.modelgen.ModelGenerator.ensure(dev.ortserve.modelgen.ModelSize.AGENT, models);
+        Map<String, String> all = new java.util.HashMap<>(env);
+        all.put("ORTSERVE_MODEL_PATH", model.toString());
+        all.put("ORTSERVE_MODEL_NAME", "agent");
+        all.put("ORTSERVE_MODEL_CACHE_DIR", models.toString());
+        return start(name, all);
+    }
+
     public int port() {
         return port;
     }
