@@ -93,6 +93,8 @@ public final class StartBench {
         double seconds;
         try (LoadedModel loaded = ModelLoader.load(model, options)) {
             seconds = (System.nanoTime() - start) / 1e9;
+            // what stays resident once ready: anonymous (packed weights, heap) and file-backed (mapped weights still read)
+            System.out.printf("  Loaded and resident: anon %.2f GB, file %.2f GB%n", statusBytes("RssAnon") / 1e9, statusBytes("RssFile") / 1e9);
         }
         long peak = statusBytes("VmHWM");
         System.out.printf("STARTBENCH %.3f %d %d%n", seconds, peak, servedWeights(model, cache));
