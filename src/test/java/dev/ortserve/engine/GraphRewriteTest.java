@@ -151,6 +151,17 @@ class GraphRewriteTest {
             }
             assertTrue(written < Files.size(source.resolve("model.onnx")) - headBytes / 2,
                     "the rewritten model holds no second copy of the head: " + written + " bytes vs the export's " + Files.size(source.resolve("model.onnx")));
+            // the head reads the embedding, which is also a graph input (an overridable initializer: onnxruntime does not prepack a copy of it)
+            Path rewritten;
+            try (Stream<Path> entries = Files.list(cache)) {
+                rewritten = entries.filter(Files::isDirectory).findFirst().orElseThrow().resolve("model.onnx");
+            }
+            ai.onnx.proto.OnnxMl.GraphProto graph = ai.onnx.proto.OnnxMl.ModelProto.parseFrom(Files.readAllBytes(rewritten)).getGraph();
+            ai.onnx.proto.OnnxMl.NodeProto head = graph.getNodeList().stream().filter(n -> n.getOpType().equals("FusedMatMul")
+                    && n.getAttributeList().stream().anyMatch(a -> a.getName().equals("transB") && a.getI() == 1)).findFirst().orElseThrow();
+            String embedding = head.getInput(1);
+            assertTrue(graph.getNodeList().stream().anyMatch(n -> n.getOpType().equals("Gather") && n.getInput(0).equals(embedding)), embedding);
+            assertTrue(graph.getInputList().stream().anyMatch(i -> i.getName().equals(embedding)), "the embedding is an overridable initializer");
         }
     }
 
