@@ -44,6 +44,18 @@ final class OnnxModelFile {
     private OnnxModelFile() {
     }
 
+    /** Bytes of external tensors read into the heap (see {@link #write}: the garbage a rewrite makes). */
+    private static final java.util.concurrent.atomic.AtomicLong READ = new java.util.concurrent.atomic.AtomicLong();
+    /**
+     * Garbage between two collections while a rewrite writes its tensors. Each weight is read, packed
+     * or quantized into buffers that are garbage once written; left to itself the collector lets the
+     * heap grow with them (at Qwen3-0.6B's size 1.5 GB committed at int4, more than the served model),
+     * and the process's peak with it. Collecting after every 256 MiB keeps the heap near its live set
+     * (tens of MB) for ~1 s of a 20 s cold start.
+     */
+    static final long GARBAGE_BETWEEN_COLLECTIONS = 256L << 20;
+    private static final int READ_CHUNK = 1 << 20;
+
     /** Parses the model; inline tensors alias the mapped file rather than being copied. */
     static ModelProto read(Path file) throws IOException {
         long size = Files.size(file);
@@ -101,11 +113,16 @@ final class OnnxModelFile {
                 long length = x.length() < 0 ? ch.size() - x.offset() : x.length();
                 if (x.offset() + length > ch.size()) throw new IOException("tensor " + t.getName() + " runs past the end of " + data);
                 ByteBuffer b = ByteBuffer.allocate(Math.toIntExact(length));
-                for (long at = x.offset(); b.hasRemaining(); ) {
+                READ.addAndGet(length);
+                // in chunks: a read into a heap buffer goes through a temporary direct buffer of the read's size, which
+                // the JDK then caches for the thread (a 622 MB embedding read whole would stay resident twice over)
+                for (long at = x.offset(); b.position() < b.capacity(); ) {
+                    b.limit(Math.min(b.capacity(), b.position() + READ_CHUNK));
                     int n = ch.read(b, at);
                     if (n < 0) throw new IOException("tensor " + t.getName() + ": unexpected end of " + data);
                     at += n;
                 }
+                b.limit(b.capacity());
                 return UnsafeByteOperations.unsafeWrap(b.flip());
             }
         }
@@ -153,6 +170,7 @@ final class OnnxModelFile {
         Map<String, String> linkedNames = new LinkedHashMap<>(); // source location -> name in dir
         Map<String, String> how = new LinkedHashMap<>();
         long offset = 0, referenced = 0;
+        long garbageFrom = READ.get(), made = 0;
         try (OutputStream data = new BufferedOutputStream(Files.newOutputStream(dataFile), 1 << 20)) {
             for (int i = 0; i < graph.getInitializerCount(); i++) {
                 TensorProto t = graph.getInitializer(i);
@@ -170,16 +188,26 @@ final class OnnxModelFile {
                     continue;
                 }
                 ByteString bytes = null;
-                if (c != null) bytes = UnsafeByteOperations.unsafeWrap(c.bytes());
+                if (c != null) {
+                    bytes = UnsafeByteOperations.unsafeWrap(c.bytes());
+                    made += bytes.size();
+                }
                 else if (t.getRawData().size() > EXTERNAL_THRESHOLD) bytes = t.getRawData();
                 if (bytes == null) continue;
                 int align = bytes.size() >= 65536 ? 4096 : 64; // aligned, so the data file can be mapped
                 long padding = (align - offset % align) % align;
                 data.write(new byte[(int) padding]);
                 offset += padding;
-                bytes.writeTo(data);
+                // in chunks, as reads: a write from a heap array goes through a temporary direct buffer of its size
+                for (int at = 0; at < bytes.size(); at += READ_CHUNK) bytes.substring(at, Math.min(bytes.size(), at + READ_CHUNK)).writeTo(data);
                 graph.setInitializer(i, location(t.toBuilder().clearRawData().clearFloatData(), NEW_DATA, offset, (long) bytes.size()));
                 offset += bytes.size();
+                if (READ.get() - garbageFrom + made > GARBAGE_BETWEEN_COLLECTIONS) {
+                    bytes = null;
+                    System.gc();
+                    garbageFrom = READ.get();
+                    made = 0;
+                }
             }
         }
         try (OutputStream o = new BufferedOutputStream(Files.newOutputStream(dir.resolve("model.onnx")))) {
