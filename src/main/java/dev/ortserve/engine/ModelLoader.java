@@ -1,9 +1,10 @@
 package dev.ortserve.engine;
 
 import dev.ortserve.engine.load.RewriteProbe;
+import dev.ortserve.engine.load.SegmentedRun;
+import dev.ortserve.engine.rewrite.ModelSegments;
 import dev.ortserve.engine.kv.KvAlignment;
 
-import ai.onnxruntime.NodeInfo;
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
@@ -61,7 +62,7 @@ public final class ModelLoader {
         Rewritten rewritten = rewritten(env, dir, genai, onnxFile, alignment, options);
         OrtSession session = rewritten.session;
         try {
-            DecoderSpec spec = genai ? genaiSpec(dir, session, options, alignment) : optimumSpec(dir, session, options, alignment);
+            DecoderSpec spec = spec(dir, genai, Signature.of(session), options, alignment);
             TextTokenizer tokenizer;
             try {
                 tokenizer = TextTokenizer.load(tokenizerFile);
@@ -93,6 +94,12 @@ public final class ModelLoader {
     // probe runs the original and the rewritten model one after the other, so this never exceeds one.
     private static final AtomicInteger LOADING = new AtomicInteger();
     private static final AtomicInteger LOADING_PEAK = new AtomicInteger();
+    private static final AtomicInteger OPENED = new AtomicInteger();
+
+    /** Sessions the loader opened since {@link #resetSessionAccounting()} (a segmented load check opens one per segment). */
+    static int sessionsOpened() {
+        return OPENED.get();
+    }
 
     /** The most sessions the loader held at once since {@link #resetSessionAccounting()} (the probe's sequential check: 1). */
     public static int sessionsOpenAtMost() {
@@ -101,6 +108,7 @@ public final class ModelLoader {
 
     public static void resetSessionAccounting() {
         LOADING_PEAK.set(LOADING.get());
+        OPENED.set(0);
     }
 
     private static OrtSession open(OrtEnvironment env, Path modelFile, EngineOptions options) {
@@ -128,6 +136,7 @@ public final class ModelLoader {
             s = createSession(env, modelFile, options);
         }
         LOADING_PEAK.accumulateAndGet(LOADING.incrementAndGet(), Math::max);
+        OPENED.incrementAndGet();
         return s;
     }
 
@@ -178,28 +187,21 @@ public final class ModelLoader {
         // a quantized target is compared within 0.995 / 0.95: the original then runs unpacked (half the peak of
         // a cold quantized start); an exact rewrite is held to float rounding, so the original runs as served
         // (MatMulNBits kernels differ with and without prepacking)
-        OrtSession original = open(env, modelFile, options, quantized);
         DecoderSpec spec;
         RewriteProbe.Outcome expected;
         try {
-            spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
-            expected = RewriteProbe.run(env, spec, original);
+            Reference reference = reference(env, dir, genai, modelFile, alignment, options, quantized);
+            spec = reference.spec();
+            expected = reference.outcome();
         } catch (OrtException | RuntimeException e) {
-            if (e instanceof ModelLoadException m) {
-                release(original);
-                throw m;
-            }
+            if (e instanceof ModelLoadException m) throw m;
             if (quantized) {
-                release(original);
                 throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot run the load check on "
                         + modelFile + " (" + e.getMessage() + ")", e);
             }
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
-            release(original);
             return new Rewritten(handOver(open(env, modelFile, options)), List.of());
         }
-        release(original); // before the rewrite and its session: never two models at once
-        original = null;
         GraphRewriter.Result result = null;
         OrtSession candidate = null;
         try {
@@ -253,6 +255,130 @@ public final class ModelLoader {
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of());
         }
+    }
+
+    /** The original's spec and what it gave on the load probe. */
+    private record Reference(DecoderSpec spec, RewriteProbe.Outcome outcome) {
+    }
+
+    /** Weights of one segment of the load check's original (see {@link #reference}). */
+    private static volatile long probeSegmentBytes = 256L << 20;
+
+    /** Sets the load check's segment size (tests: small models run in segments too); returns the previous one. */
+    static long probeSegmentBytes(long bytes) {
+        long previous = probeSegmentBytes;
+        probeSegmentBytes = bytes;
+        return previous;
+    }
+
+    /**
+     * Runs the load probe on the original, released before this returns. An original with more weights
+     * than one segment ({@link #probeSegmentBytes}, 256 MiB) runs one segment at a time
+     * ({@link ModelSegments}, {@link SegmentedRun}): its weights are never all resident, so a cold start
+     * peaks at the served model (plus one segment's weights while the check runs), not at the original
+     * beside it. A quantized target is compared within 0.995 / 0.95: the original then runs unpacked (an
+     * exact rewrite is held to float rounding, so the original runs as served: MatMulNBits kernels differ
+     * with and without prepacking).
+     */
+    private static Reference reference(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options,
+                                       boolean quantized) throws OrtException {
+        ModelSegments segments = segments(modelFile, options);
+        if (segments == null) {
+            OrtSession original = open(env, modelFile, options, quantized);
+            try {
+                DecoderSpec spec = spec(dir, genai, Signature.of(original), options, alignment);
+                return new Reference(spec, RewriteProbe.run(env, spec, original));
+            } finally {
+                release(original); // before the rewrite and its session: never two models at once
+            }
+        }
+        try {
+            DecoderSpec spec = spec(dir, genai, Signature.of(segments), options, alignment);
+            long largest = segments.segments().stream().mapToLong(ModelSegments.Segment::weightBytes).max().orElse(0);
+            LOG.infof("The load check runs the original in %d segments (at most %,d bytes of weights each, the largest %,d)",
+                    segments.segments().size(), probeSegmentBytes, largest);
+            SegmentedRun run = new SegmentedRun(env, segments, new SegmentedRun.Sessions() {
+                @Override
+                public OrtSession open(Path file) {
+                    return ModelLoader.open(env, file, options, quantized);
+                }
+
+                @Override
+                public void release(OrtSession session) {
+                    ModelLoader.release(session);
+                }
+            });
+            return new Reference(spec, RewriteProbe.run(env, spec, run));
+        } finally {
+            try {
+                segments.close();
+            } catch (IOException e) {
+                LOG.debugf("Cannot delete the load check's segments: %s", e.getMessage());
+            }
+        }
+    }
+
+    /** The original cut into segments, or null when it is one segment (or cannot be cut: then it runs whole). */
+    private static ModelSegments segments(Path modelFile, EngineOptions options) {
+        Path work = null;
+        try {
+            Files.createDirectories(options.rewriteCache());
+            work = Files.createTempDirectory(options.rewriteCache(), "probe-");
+            ModelSegments segments = ModelSegments.split(modelFile, probeSegmentBytes, work);
+            if (segments.segments().size() > 1) return segments;
+            segments.close();
+            return null;
+        } catch (IOException | RuntimeException e) {
+            LOG.debugf("The load check runs the original whole (%s)", e.getMessage());
+            if (work != null) {
+                try (var all = Files.walk(work)) {
+                    for (Path p : all.sorted(java.util.Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
+                } catch (IOException ignored) {
+                    // a temporary directory left behind
+                }
+            }
+            return null;
+        }
+    }
+
+    /** A graph's interface: each input's element type and shape (-1 where symbolic), its output names. */
+    private record Signature(Map<String, OnnxJavaType> types, Map<String, long[]> shapes, Set<String> outputs) {
+        static Signature of(OrtSession session) {
+            try {
+                return read(session);
+            } catch (OrtException e) {
+                throw new ModelLoadException("Cannot read the ONNX model's inputs: " + e.getMessage(), e);
+            }
+        }
+
+        private static Signature read(OrtSession session) throws OrtException {
+            Map<String, OnnxJavaType> types = new java.util.LinkedHashMap<>();
+            Map<String, long[]> shapes = new java.util.HashMap<>();
+            for (var e : session.getInputInfo().entrySet()) {
+                if (e.getValue().getInfo() instanceof TensorInfo t) {
+                    types.put(e.getKey(), t.type);
+                    shapes.put(e.getKey(), t.getShape());
+                } else {
+                    types.put(e.getKey(), OnnxJavaType.UNKNOWN);
+                    shapes.put(e.getKey(), new long[0]);
+                }
+            }
+            return new Signature(types, shapes, session.getOutputInfo().keySet());
+        }
+
+        static Signature of(ModelSegments segments) {
+            Map<String, OnnxJavaType> types = new java.util.LinkedHashMap<>();
+            Map<String, long[]> shapes = new java.util.HashMap<>();
+            for (ModelSegments.Port p : segments.inputs()) {
+                types.put(p.name(), SegmentedRun.javaType(p.elemType()));
+                shapes.put(p.name(), p.shape());
+            }
+            return new Signature(types, shapes, new java.util.LinkedHashSet<>(segments.outputs()));
+        }
+    }
+
+    private static DecoderSpec spec(Path dir, boolean genai, Signature signature, EngineOptions options, KvAlignment alignment) {
+        return genai ? genaiSpec(dir, signature, options, alignment) : optimumSpec(dir, signature, options, alignment);
     }
 
     static OrtSession createSession(OrtEnvironment env, Path modelFile, EngineOptions options) {
@@ -314,7 +440,7 @@ public final class ModelLoader {
         return text.has("max_position_embeddings") ? text.get("max_position_embeddings").asInt() : 2048;
     }
 
-    private static DecoderSpec optimumSpec(Path dir, OrtSession session, EngineOptions options, KvAlignment alignment) {
+    private static DecoderSpec optimumSpec(Path dir, Signature session, EngineOptions options, KvAlignment alignment) {
         Path configFile = dir.resolve("config.json");
         if (!Files.isRegularFile(configFile)) {
             throw new ModelLoadException("Model directory " + dir + " has no config.json");
@@ -354,7 +480,7 @@ public final class ModelLoader {
                 : new DecoderSpec.Defaults(null, null, null, optDouble(n, "repetition_penalty"), maxNewTokens);
     }
 
-    private static DecoderSpec genaiSpec(Path dir, OrtSession session, EngineOptions options, KvAlignment alignment) {
+    private static DecoderSpec genaiSpec(Path dir, Signature session, EngineOptions options, KvAlignment alignment) {
         Path configFile = dir.resolve("genai_config.json");
         JsonNode model = readJson(configFile).path("model");
         JsonNode decoder = model.path("decoder");
@@ -378,52 +504,46 @@ public final class ModelLoader {
                 model.has("bos_token_id") ? model.get("bos_token_id").asInt() : null, defaults, alignment), session, configFile);
     }
 
-    /** Cross-checks the configuration against the session's own inputs and reads the KV dtype. */
-    private static DecoderSpec checked(DecoderSpec spec, OrtSession session, Path configFile) {
-        try {
-            Map<String, NodeInfo> inputs = session.getInputInfo();
-            for (String required : new String[] {spec.inputIds(), spec.attentionMask()}) {
-                if (!inputs.containsKey(required)) {
-                    throw new ModelLoadException("The ONNX model has no input '" + required + "' (inputs: " + inputs.keySet() + ")");
-                }
+    /** Cross-checks the configuration against the graph's own inputs and reads the KV dtype. */
+    private static DecoderSpec checked(DecoderSpec spec, Signature graph, Path configFile) {
+        Map<String, OnnxJavaType> inputs = graph.types();
+        for (String required : new String[] {spec.inputIds(), spec.attentionMask()}) {
+            if (!inputs.containsKey(required)) {
+                throw new ModelLoadException("The ONNX model has no input '" + required + "' (inputs: " + inputs.keySet() + ")");
             }
-            long pastInputs = inputs.keySet().stream().filter(n -> n.contains("past")).count();
-            if (pastInputs != 2L * spec.layers()) {
-                throw new ModelLoadException(configFile + ": num_hidden_layers is " + spec.layers() + " but the ONNX model has "
-                        + pastInputs / 2 + " layers of past key/value inputs");
-            }
-            NodeInfo pastKey = inputs.get(spec.pastKey(0));
-            if (pastKey == null || !session.getOutputInfo().containsKey(spec.presentKey(spec.layers() - 1))) {
-                throw new ModelLoadException("The ONNX model does not have the decoder-with-past interface (no '" + spec.pastKey(0)
-                        + "' input or '" + spec.presentKey(spec.layers() - 1) + "' output)");
-            }
-            TensorInfo info = (TensorInfo) pastKey.getInfo();
-            long[] shape = info.getShape();
-            if (shape.length != 4) {
-                throw new ModelLoadException("Past key input '" + spec.pastKey(0) + "' has rank " + shape.length + ", expected 4");
-            }
-            if (shape[1] > 0 && shape[1] != spec.kvHeads()) {
-                throw new ModelLoadException(configFile + ": num_key_value_heads is " + spec.kvHeads() + " but the ONNX model's past keys have " + shape[1] + " heads");
-            }
-            if (shape[3] > 0 && shape[3] != spec.headDim()) {
-                throw new ModelLoadException(configFile + ": the head dimension is " + spec.headDim() + " but the ONNX model's past keys have " + shape[3]);
-            }
-            if (spec.eosIds().isEmpty()) {
-                throw new ModelLoadException(configFile.getParent() + ": no eos_token_id in generation_config.json or the model config");
-            }
-            OnnxJavaType kvType = info.type;
-            if (kvType != OnnxJavaType.FLOAT && kvType != OnnxJavaType.FLOAT16) {
-                throw new ModelLoadException("Unsupported KV cache type " + kvType + " in " + spec.pastKey(0));
-            }
-            boolean positions = inputs.containsKey(spec.positionIds());
-            boolean cacheBranch = inputs.containsKey(spec.useCacheBranch());
-            return new DecoderSpec(spec.layout(), spec.inputIds(), spec.attentionMask(), positions ? spec.positionIds() : null,
-                    cacheBranch ? spec.useCacheBranch() : null, spec.pastKeyFormat(), spec.pastValueFormat(), spec.logits(),
-                    spec.presentKeyFormat(), spec.presentValueFormat(), spec.layers(), spec.kvHeads(), spec.headDim(),
-                    spec.vocabSize(), spec.maxModelLen(), kvType, spec.eosIds(), spec.bosId(), spec.defaults(), spec.alignment());
-        } catch (OrtException e) {
-            throw new ModelLoadException("Cannot read the ONNX model's inputs: " + e.getMessage(), e);
         }
+        long pastInputs = inputs.keySet().stream().filter(n -> n.contains("past")).count();
+        if (pastInputs != 2L * spec.layers()) {
+            throw new ModelLoadException(configFile + ": num_hidden_layers is " + spec.layers() + " but the ONNX model has "
+                    + pastInputs / 2 + " layers of past key/value inputs");
+        }
+        if (!inputs.containsKey(spec.pastKey(0)) || !graph.outputs().contains(spec.presentKey(spec.layers() - 1))) {
+            throw new ModelLoadException("The ONNX model does not have the decoder-with-past interface (no '" + spec.pastKey(0)
+                    + "' input or '" + spec.presentKey(spec.layers() - 1) + "' output)");
+        }
+        long[] shape = graph.shapes().get(spec.pastKey(0));
+        if (shape.length != 4) {
+            throw new ModelLoadException("Past key input '" + spec.pastKey(0) + "' has rank " + shape.length + ", expected 4");
+        }
+        if (shape[1] > 0 && shape[1] != spec.kvHeads()) {
+            throw new ModelLoadException(configFile + ": num_key_value_heads is " + spec.kvHeads() + " but the ONNX model's past keys have " + shape[1] + " heads");
+        }
+        if (shape[3] > 0 && shape[3] != spec.headDim()) {
+            throw new ModelLoadException(configFile + ": the head dimension is " + spec.headDim() + " but the ONNX model's past keys have " + shape[3]);
+        }
+        if (spec.eosIds().isEmpty()) {
+            throw new ModelLoadException(configFile.getParent() + ": no eos_token_id in generation_config.json or the model config");
+        }
+        OnnxJavaType kvType = inputs.get(spec.pastKey(0));
+        if (kvType != OnnxJavaType.FLOAT && kvType != OnnxJavaType.FLOAT16) {
+            throw new ModelLoadException("Unsupported KV cache type " + kvType + " in " + spec.pastKey(0));
+        }
+        boolean positions = inputs.containsKey(spec.positionIds());
+        boolean cacheBranch = inputs.containsKey(spec.useCacheBranch());
+        return new DecoderSpec(spec.layout(), spec.inputIds(), spec.attentionMask(), positions ? spec.positionIds() : null,
+                cacheBranch ? spec.useCacheBranch() : null, spec.pastKeyFormat(), spec.pastValueFormat(), spec.logits(),
+                spec.presentKeyFormat(), spec.presentValueFormat(), spec.layers(), spec.kvHeads(), spec.headDim(),
+                spec.vocabSize(), spec.maxModelLen(), kvType, spec.eosIds(), spec.bosId(), spec.defaults(), spec.alignment());
     }
 
     /** {@link KvAlignment#START} for a GroupQueryAttention graph (the onnxruntime-genai builder's), else {@link KvAlignment#END}. */

@@ -15,6 +15,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The graph rewriter on transformers' own exports of Qwen3, Llama 3 and Gemma 3 (torch's exporter,
@@ -31,8 +32,31 @@ class FamilyGraphRewriteTest {
     @ParameterizedTest
     @CsvSource({"qwen3, 9, true", "llama3_1, 5, false", "gemma3, 13, true"})
     void everyNormAndRotarySiteIsFusedAndTransformersGreedyIdsAreKept(String family, int norms, boolean tiedHead) throws Exception {
+        check(family, norms, tiedHead, "cache-" + family);
+    }
+
+    /**
+     * The load check of a large original runs it one segment at a time (here forced on the small exports: a segment per
+     * few nodes): every exact rewrite is still kept, so the segmented original gave the whole one's logits and every
+     * layer's K/V within float rounding, on the exporters' own graphs (Gemma 3's head stored twice included).
+     */
+    @ParameterizedTest
+    @CsvSource({"qwen3, 9, true", "llama3_1, 5, false", "gemma3, 13, true"})
+    void theSegmentedLoadCheckKeepsEveryRewrite(String family, int norms, boolean tiedHead) throws Exception {
+        long previous = ModelLoader.probeSegmentBytes(1 << 10); // hidden 16: a layer's weights are a few KB
+        try {
+            ModelLoader.resetSessionAccounting();
+            check(family, norms, tiedHead, "segmented-" + family);
+            assertTrue(ModelLoader.sessionsOpened() > 5, "segments: " + ModelLoader.sessionsOpened());
+            assertEquals(1, ModelLoader.sessionsOpenAtMost());
+        } finally {
+            ModelLoader.probeSegmentBytes(previous);
+        }
+    }
+
+    private static void check(String family, int norms, boolean tiedHead, String cache) throws Exception {
         JsonNode reference = new ObjectMapper().readTree(FamilyFixtures.SOURCE.resolve(family).resolve("reference.json").toFile());
-        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true, true), dir.resolve("cache-" + family));
+        EngineOptions options = EngineOptions.defaults().withRewrite(new RewriteOptions(true, WeightPrecision.MODEL, true, true, true), dir.resolve(cache));
         try (LoadedModel model = ModelLoader.load(FamilyFixtures.directory(family), options)) {
             // q/k/v and gate/up of both layers packed (torch's exporter writes the weights as MatMul initializers); the head
             // of a tied family (stored a second time by the exporter) reads the embedding

@@ -131,6 +131,37 @@ class StreamingLoadTest {
         }
     }
 
+    @Test
+    void theLoadCheckRunsALargeOriginalOneSegmentAtATime() throws Exception {
+        for (WeightPrecision precision : List.of(WeightPrecision.MODEL, WeightPrecision.INT8)) {
+            EngineOptions whole = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(precision), dir.resolve("cache-whole-" + precision));
+            List<String> rewrites;
+            List<List<Integer>> ids;
+            ModelLoader.resetSessionAccounting();
+            try (LoadedModel model = ModelLoader.load(external, whole)) {
+                assertEquals(2, ModelLoader.sessionsOpened(), "the original and the rewritten model");
+                rewrites = model.rewrites();
+                ids = GraphRewriteTest.greedy(model, whole, GraphRewriteTest.prompts(model), 16);
+            }
+            Path cache = dir.resolve("cache-segmented-" + precision);
+            EngineOptions options = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(precision), cache);
+            long previous = ModelLoader.probeSegmentBytes(64 << 10); // the tiny model's 0.6 MB of weights: a dozen segments
+            ModelLoader.resetSessionAccounting();
+            try (LoadedModel model = ModelLoader.load(external, options)) {
+                assertTrue(ModelLoader.sessionsOpened() > 5, "one session per segment, then the rewritten model: " + ModelLoader.sessionsOpened());
+                assertEquals(1, ModelLoader.sessionsOpenAtMost(), "one segment at a time, released before the rewritten model opens");
+                // an exact rewrite that missed the segmented original would have been dropped (the original served)
+                assertEquals(rewrites, model.rewrites());
+                assertEquals(ids, GraphRewriteTest.greedy(model, options, GraphRewriteTest.prompts(model), 16));
+                if (precision == WeightPrecision.MODEL) assertEquals(plain, ids);
+            } finally {
+                ModelLoader.probeSegmentBytes(previous);
+            }
+            Path entry = onlyEntry(cache); // the segments' files are gone
+            assertFalse(Files.readString(entry.resolve("manifest.json")).contains("\"warning\""), "agrees within the precision's bound");
+        }
+    }
+
     private static Path onlyEntry(Path cache) throws IOException {
         try (Stream<Path> entries = Files.list(cache)) {
             List<Path> all = entries.toList();

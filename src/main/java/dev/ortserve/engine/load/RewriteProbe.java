@@ -50,6 +50,11 @@ public final class RewriteProbe {
 
     /** Runs the probe on one session and copies out what the comparison needs. */
     public static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtSession session) throws OrtException {
+        return run(env, spec, OrtDecoderRunner.of(session));
+    }
+
+    /** Runs the probe through {@code executor} (a session, or a model's segments one at a time: {@link SegmentedRun}). */
+    public static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtDecoderRunner.Executor executor) throws OrtException {
         List<ForwardPass.Row> rows = new ArrayList<>();
         for (int r = 0; r < 2; r++) {
             int[] tokens = new int[12];
@@ -57,7 +62,7 @@ public final class RewriteProbe {
             rows.add(new ForwardPass.Row(tokens, 0, tokens.length - r * 3, 0));
         }
         ForwardPass pass = ForwardPass.of(spec.alignment(), rows, 0, null, null);
-        try (DecoderRunner.Forward f = new OrtDecoderRunner(spec, env, session).run(pass)) {
+        try (DecoderRunner.Forward f = new OrtDecoderRunner(spec, env, executor).run(pass)) {
             float[][] logits = new float[rows.size()][f.vocabSize()];
             for (int r = 0; r < rows.size(); r++) f.lastLogits(r, logits[r]);
             float[][] keys = new float[spec.layers()][], values = new float[spec.layers()][];

@@ -22,12 +22,62 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-/** Builds the ONNX inputs of a {@link ForwardPass} from the model's {@link DecoderSpec} and runs the session. */
+/**
+ * Builds the ONNX inputs of a {@link ForwardPass} from the model's {@link DecoderSpec} and runs them:
+ * on the served session, or through another {@link Executor} (the load probe runs an original
+ * model one segment at a time).
+ */
 public final class OrtDecoderRunner implements DecoderRunner {
+
+    /** What runs a pass's inputs: a session, or a model's segments one after another. */
+    public interface Executor {
+        /** The graph's input names. */
+        Set<String> inputNames() throws OrtException;
+
+        /**
+         * Runs {@code in} for {@code outputs}; {@code pinned} outputs are written into the given tensors
+         * (in-place KV: only a session takes them).
+         */
+        Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned) throws OrtException;
+    }
+
+    /** A run's outputs, valid until closed. */
+    public interface Outputs extends AutoCloseable {
+        OnnxTensor get(String name);
+
+        @Override
+        void close();
+    }
+
+    /** A session as an {@link Executor}. */
+    public static Executor of(OrtSession session) {
+        return new Executor() {
+            @Override
+            public Set<String> inputNames() {
+                return session.getInputNames();
+            }
+
+            @Override
+            public Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned) throws OrtException {
+                OrtSession.Result result = pinned.isEmpty() ? session.run(in, outputs) : session.run(in, outputs, pinned);
+                return new Outputs() {
+                    @Override
+                    public OnnxTensor get(String name) {
+                        return (OnnxTensor) result.get(name).orElseThrow(() -> new IllegalStateException("no output " + name));
+                    }
+
+                    @Override
+                    public void close() {
+                        result.close();
+                    }
+                };
+            }
+        };
+    }
 
     private final DecoderSpec spec;
     private final OrtEnvironment env;
-    private final OrtSession session;
+    private final Executor session;
     private final Set<String> outputs;
     private final Set<String> logitsOnly;
     /** The graph's head reads each row's last column from this input (right-padded graphs rewritten on load). */
@@ -38,12 +88,22 @@ public final class OrtDecoderRunner implements DecoderRunner {
     }
 
     public OrtDecoderRunner(DecoderSpec spec, OrtEnvironment env, OrtSession session) {
+        this(spec, env, of(session));
+    }
+
+    public OrtDecoderRunner(DecoderSpec spec, OrtEnvironment env, Executor session) {
         this.spec = spec;
         this.env = env;
         this.session = session;
         this.outputs = new LinkedHashSet<>(spec.outputNames());
         this.logitsOnly = Set.of(spec.logits());
-        this.lastColumnsInput = session.getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT);
+        boolean last;
+        try {
+            last = session.inputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT);
+        } catch (OrtException e) {
+            throw new IllegalStateException("Cannot read the graph's inputs: " + e.getMessage(), e);
+        }
+        this.lastColumnsInput = last;
     }
 
     @Override
@@ -74,7 +134,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs), pass.lastColumns(), Map.of());
+            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs, Map.of()), pass.lastColumns(), Map.of());
             // present = the past's own tensors: GroupQueryAttention sees one buffer (past_present_share_buffer) and
             // writes the new columns into it; the result does not own them
             Map<String, OnnxTensor> pinned = new HashMap<>();
@@ -100,14 +160,14 @@ public final class OrtDecoderRunner implements DecoderRunner {
     }
 
     private final class OrtForward implements Forward {
-        private final OrtSession.Result result;
+        private final Outputs result;
         private final int[] lastColumns;
         private final Map<String, OnnxTensor> pinned;
         private FloatBuffer logits;
         private int columns;
         private int vocab;
 
-        OrtForward(OrtSession.Result result, int[] lastColumns, Map<String, OnnxTensor> pinned) {
+        OrtForward(Outputs result, int[] lastColumns, Map<String, OnnxTensor> pinned) {
             this.result = result;
             this.lastColumns = lastColumns;
             this.pinned = pinned;
@@ -116,7 +176,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
         /** [rows, columns, vocab]: columns is the pass's new positions, or 1 when the head runs on the last position only. */
         private FloatBuffer logits() {
             if (logits == null) {
-                OnnxTensor t = (OnnxTensor) result.get(spec.logits()).get();
+                OnnxTensor t = result.get(spec.logits());
                 long[] shape = t.getInfo().getShape();
                 vocab = (int) shape[shape.length - 1];
                 columns = shape.length == 3 ? (int) shape[1] : 1;
@@ -142,13 +202,13 @@ public final class OrtDecoderRunner implements DecoderRunner {
         @Override
         public OnnxTensor presentKey(int layer) {
             OnnxTensor t = pinned.get(spec.presentKey(layer));
-            return t != null ? t : (OnnxTensor) result.get(spec.presentKey(layer)).get();
+            return t != null ? t : result.get(spec.presentKey(layer));
         }
 
         @Override
         public OnnxTensor presentValue(int layer) {
             OnnxTensor t = pinned.get(spec.presentValue(layer));
-            return t != null ? t : (OnnxTensor) result.get(spec.presentValue(layer)).get();
+            return t != null ? t : result.get(spec.presentValue(layer));
         }
 
         @Override
