@@ -211,8 +211,9 @@ public final class PrefixCache {
      * allocated (evicting unreferenced ones if needed; when the cap is all in use, the prefix
      * stops there). A new block is referenced by {@code hold}, so it is KV of that running sequence
      * (inside its reservation): storing never adds to what counts against the KV budget until the
-     * sequence lets go of it, and then its reservation, which covered it, is given back. The new blocks are filled layer by layer from the sequence's KV
-     * ({@link Insertion#fill}) and published by {@link Insertion#commit}.
+     * sequence lets go of it, and then its reservation, which covered it, is given back. The new
+     * blocks are filled layer by layer from the sequence's KV ({@link Insertion#fill}) and
+     * published by {@link Insertion#commit}.
      */
     public Insertion insert(Hold hold, int[] tokens) {
         Insertion ins = new Insertion();
