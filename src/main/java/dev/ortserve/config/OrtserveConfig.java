@@ -218,8 +218,9 @@ public interface OrtserveConfig {
         Duration batchWindow();
 
         /**
-         * Bytes of KV the automatic prefix cache may keep (blocks of 16 tokens, least recently used
-         * evicted first); 0 turns it off; unset = KV for 32,768 tokens of the model, at most 1 GiB.
+         * The most KV the automatic prefix cache may keep (blocks of 16 tokens, least recently used
+         * evicted first), a cap inside the KV budget ({@code kv-cache-bytes}, whose room running
+         * sequences take first); 0 turns it off; unset = KV for 32,768 tokens of the model, at most 1 GiB.
          */
         Optional<MemorySize> prefixCacheBytes();
 
@@ -266,7 +267,9 @@ public interface OrtserveConfig {
         /**
          * KV budget: a waiting request starts only while the running sequences' KV, each counted at its
          * prompt + max_tokens positions, fits (it waits otherwise); unset = half of the host's available
-         * memory at start, at most max-sequences rows of the whole context (logged at start).
+         * memory at start, at most max-sequences rows of the whole context (logged at start). The
+         * prefix cache's blocks that no running sequence references count against it too, and are
+         * evicted before a request has to wait.
          */
         Optional<MemorySize> kvCacheBytes();
 

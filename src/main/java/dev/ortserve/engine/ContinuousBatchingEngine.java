@@ -65,14 +65,17 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         long available = EngineOptions.availableMemory();
         long kvBudget = options.kvCacheBytes(spec, available);
         long perToken = PrefixCache.bytesPerToken(spec);
-        this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken);
-        LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)",
+        // the prefix cache lives inside the KV budget (Scheduler): its cap is at most the budget
+        long prefixBytes = Math.min(options.prefixCacheBytes(spec), kvBudget);
+        PrefixCache prefix = prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null;
+        this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken, prefix);
+        LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)"
+                        + " and of prefix-cache blocks no running sequence uses (%s)",
                 kvBudget, options.kvCacheBytes() >= 0 ? "ORTSERVE_ENGINE_KV_CACHE_BYTES"
                         : String.format("default: half of the %d MiB available, at most %d rows of the whole context", available >> 20, options.maxSequences()),
-                perToken, kvBudget / perToken);
-        long prefixBytes = options.prefixCacheBytes(spec);
-        this.kv = new KvCache(spec, model.environment(), prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null,
-                options.kvInPlace());
+                perToken, kvBudget / perToken,
+                prefix == null ? "prefix cache off" : String.format("prefix cache at most %,d bytes, evicted for running sequences", prefixBytes));
+        this.kv = new KvCache(spec, model.environment(), prefix, options.kvInPlace());
         if (options.kvInPlace()) {
             LOG.infof("KV in place: %s", kv.inPlace() ? "decode steps write each new position into the batch's buffers"
                     : "not for this graph (no GroupQueryAttention); decode steps copy the past as before");
@@ -105,12 +108,22 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     /** The prefix cache's state now, or null when it is off. */
     public PrefixCacheStats prefixCache() {
         PrefixCache p = kv.prefix();
-        return p == null ? null : new PrefixCacheStats(p.bytes(), p.budgetBytes(), p.blocks(), p.lookups(), p.promptTokens(), p.hitTokens(), p.references());
+        return p == null ? null : new PrefixCacheStats(p.bytes(), p.capBytes(), p.blocks(), p.lookups(), p.promptTokens(), p.hitTokens(),
+                p.references(), p.unreferencedBytes(), p.evictions());
     }
 
     /** KV bytes reserved by the running sequences now, against {@link #kvBudgetBytes()}. */
     public long kvReservedBytes() {
         return scheduler.kvReservedBytes();
+    }
+
+    /**
+     * KV bytes held against {@link #kvBudgetBytes()} now: the running sequences' reservations and
+     * the prefix cache's blocks no running sequence references (exact when read on the engine
+     * thread, e.g. from an {@link EngineListener}).
+     */
+    public long kvHeldBytes() {
+        return scheduler.kvHeldBytes();
     }
 
     public long kvBudgetBytes() {
@@ -136,10 +149,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
         List<Sequence> admitted = new ArrayList<>(requests.size());
         for (GenerationRequest r : requests) {
-            admitted.add(new Sequence(r, model, s -> {
-                running.decrementAndGet();
-                scheduler.release(s);
-            }));
+            admitted.add(new Sequence(r, model, s -> running.decrementAndGet(), scheduler::retired));
         }
         scheduler.admit(admitted);
         return admitted.stream().map(s -> s.events).toList();
@@ -179,14 +189,16 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         shutdown();
     }
 
-    /** A sequence leaves the queue: it counts as running, and reuses the longest cached prefix of its prompt. */
+    /**
+     * A sequence left the queue: it counts as running, and reuses the longest cached prefix of its
+     * prompt (looked up and referenced by the {@link Scheduler} as it left the queue).
+     */
     private void start(Sequence s) throws OrtException {
         running.incrementAndGet();
         prefilling.add(s);
         listener.scheduled(System.nanoTime() - s.admittedAt);
         PrefixCache prefix = kv.prefix();
-        if (prefix == null) return;
-        s.hold = prefix.lookup(s.prompt);
+        if (prefix == null || s.hold == null) return;
         int reuse = PrefixCache.reusable(s.hold, s.prompt.length);
         if (reuse > 0) {
             s.pending = prefix.assemble(s.hold, reuse);

@@ -12,7 +12,8 @@ import java.util.OptionalInt;
  *
  * @param batchWindow       how long an idle engine lets a burst of requests gather before its first
  *                          prefill (zero: start at once); see {@link Scheduler}
- * @param prefixCacheBytes  bytes of KV the prefix cache may keep; 0 turns it off, negative = the
+ * @param prefixCacheBytes  the most KV the prefix cache may keep, a cap inside the KV budget (at most
+ *                          {@code kvCacheBytes}; see {@link Scheduler}); 0 turns it off, negative = the
  *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
  * @param rewrite           what the graph rewriter changes on load
  * @param rewriteCache      where rewritten models are kept
@@ -27,8 +28,9 @@ import java.util.OptionalInt;
  *                          copying path whatever this says
  * @param kvCacheBytes      the KV budget: a waiting request leaves the queue only while the running sequences'
  *                          KV, each counted at its prompt plus max_tokens positions, fits in it (it waits
- *                          otherwise; one request alone always runs); negative = the default for the model
- *                          ({@link #kvCacheBytes(DecoderSpec, long)})
+ *                          otherwise; one request alone always runs); the prefix cache's unreferenced blocks
+ *                          count against it too and are evicted first ({@link Scheduler}); negative = the
+ *                          default for the model ({@link #kvCacheBytes(DecoderSpec, long)})
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,

@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.kv.PrefixCache;
+
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
@@ -13,10 +15,32 @@ import java.util.concurrent.locks.ReentrantLock;
  * pass, how many tokens the others get within the prefill budget). Admission is called from any
  * thread; the rest from the engine thread.
  * <p>
- * The KV budget: a sequence leaves the queue only if the KV of the running sequences, each counted
- * at the most it may hold (prompt + max_tokens positions, {@link Sequence#maxPositions}), stays within
- * {@code kvBudgetBytes} with it; otherwise it and everything behind it wait (first come, first
- * served) until running sequences leave. A sequence alone always runs, even over the budget.
+ * The KV budget, one pool for running sequences and the prefix cache (as vLLM's block pool):
+ * what is held against {@code kvBudgetBytes} ({@link #kvHeldBytes}) is
+ * <ul>
+ * <li>each running sequence's reservation, the most KV it may hold (prompt + max_tokens positions,
+ * {@link Sequence#maxPositions}), from when it leaves the queue until it leaves the engine
+ * ({@link #retired}); the prefix-cache blocks it references (reused or written) are positions of
+ * its own KV, so they are inside its reservation and counted once, there;</li>
+ * <li>plus the prefix cache's unreferenced blocks ({@link PrefixCache#unreferencedBytes}): cached
+ * KV that no running sequence uses, kept while there is room and evicted when a request needs it.</li>
+ * </ul>
+ * A sequence leaves the queue only if the running sequences' reservations and its own fit the
+ * budget; if they do but the unreferenced blocks would push the total over, least recently used
+ * unreferenced blocks are evicted first (never a block a running sequence references; the
+ * request's own cached prefix is referenced before anything is evicted, so it is reused, not
+ * evicted). If even an empty cache would not make room, it and everything behind it wait (first
+ * come, first served) until running sequences leave. A sequence alone always runs, even over the
+ * budget (then the whole cache is evicted for it). When a sequence leaves, its reservation is
+ * given back and the blocks it referenced become unreferenced: at most its reservation, so the
+ * total does not grow; if it was over the budget (alone), unreferenced blocks are evicted down to it.
+ * Storing into the cache only adds blocks referenced by a running sequence (inside its
+ * reservation), and the cache's cap is at most the budget. So after every change the total is
+ * within the budget, unless one sequence alone is over it.
+ * <p>
+ * Threads: {@link #admit} and the statistics from any thread; {@link #next}, {@link #retired} and
+ * so every prefix-cache call here run on the engine thread (a sequence leaves the queue in
+ * {@link #next}, called by the engine loop), as the prefix cache requires.
  */
 final class Scheduler {
 
@@ -35,19 +59,24 @@ final class Scheduler {
     private final long kvBytesPerToken;
     private final java.util.concurrent.atomic.AtomicLong kvReserved = new java.util.concurrent.atomic.AtomicLong();
     private final java.util.concurrent.atomic.AtomicLong kvWaits = new java.util.concurrent.atomic.AtomicLong();
+    /** The prefix cache inside the same budget, or null when it is off. Engine thread only. */
+    private final PrefixCache prefix;
     private boolean closed;
 
     /** @param lastPositionLogits the model's logits are one position per row, not every position of the pass */
     Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits) {
-        this(options, vocabSize, lastPositionLogits, Long.MAX_VALUE, 0);
+        this(options, vocabSize, lastPositionLogits, Long.MAX_VALUE, 0, null);
     }
 
     /**
      * @param kvBudgetBytes   the KV budget (see the class comment)
      * @param kvBytesPerToken KV bytes of one position of one sequence
+     * @param prefix          the prefix cache (inside the budget), or null when it is off
      */
-    Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits, long kvBudgetBytes, long kvBytesPerToken) {
+    Scheduler(EngineOptions options, int vocabSize, boolean lastPositionLogits, long kvBudgetBytes, long kvBytesPerToken,
+              PrefixCache prefix) {
         this.options = options;
+        this.prefix = prefix;
         this.kvBudgetBytes = kvBudgetBytes;
         this.kvBytesPerToken = kvBytesPerToken;
         this.budget = Math.max(1, options.prefillChunkTokens());
@@ -78,7 +107,9 @@ final class Scheduler {
     /**
      * Waits until there is work (or the engine closes: then null). An idle engine first lets a
      * burst gather (the batch window). Returns the sequences that leave the queue for prefill now:
-     * as many as {@code free} slots allow; cancelled ones are finished here and not returned.
+     * as many as {@code free} slots allow; cancelled ones are finished here and not returned. Each
+     * returned sequence holds its KV reservation and (cache on) references its longest cached
+     * prefix ({@link Sequence#hold}). Engine thread.
      */
     List<Sequence> next(boolean busy, int free) {
         lock.lock();
@@ -98,11 +129,18 @@ final class Scheduler {
                     }
                     s.kvReserved = need;
                     kvReserved.addAndGet(need);
+                    if (prefix != null) {
+                        // its own cached prefix first (referenced: inside its reservation, never evicted for it) ...
+                        s.hold = prefix.lookup(s.prompt);
+                        // ... then room from the least recently used blocks no one references
+                        fitBudget();
+                    }
                 }
                 queue.poll();
                 waiting.decrementAndGet();
                 if (s.cancelled()) {
-                    release(s);
+                    s.releaseKv();
+                    retired(s);
                     s.finish();
                     continue;
                 }
@@ -138,8 +176,23 @@ final class Scheduler {
         }
     }
 
-    /** A sequence left the engine: its KV reservation is free again. */
-    void release(Sequence s) {
+    /** Evicts unreferenced prefix-cache blocks while the total held is over the budget (engine thread). */
+    private void fitBudget() {
+        long over = kvReserved.get() + prefix.unreferencedBytes() - kvBudgetBytes;
+        if (over > 0) prefix.evict(over);
+    }
+
+    /**
+     * A sequence left the engine (engine thread; its prefix-cache blocks already let go): its KV
+     * reservation is free again, and if the blocks it referenced, now unreferenced, leave the
+     * total over the budget (it ran alone over it), the least recently used are evicted.
+     */
+    void retired(Sequence s) {
+        release(s);
+        if (prefix != null) fitBudget();
+    }
+
+    private void release(Sequence s) {
         long r = s.kvReserved;
         s.kvReserved = 0;
         if (r > 0) kvReserved.addAndGet(-r);
@@ -148,6 +201,14 @@ final class Scheduler {
     /** KV bytes reserved by the running sequences now. */
     long kvReservedBytes() {
         return kvReserved.get();
+    }
+
+    /**
+     * KV bytes held against the budget now: the running sequences' reservations and the prefix
+     * cache's unreferenced blocks (exact on the engine thread; elsewhere two reads a step apart at most).
+     */
+    long kvHeldBytes() {
+        return kvReserved.get() + (prefix == null ? 0 : prefix.unreferencedBytes());
     }
 
     /** Times the head of the queue waited for KV budget. */

@@ -24,6 +24,7 @@ final class Sequence {
     final long admittedAt = System.nanoTime();
     private final LoadedModel model;
     private final java.util.function.Consumer<Sequence> onLeave;
+    private final java.util.function.Consumer<Sequence> onRetire;
     private final UnicastProcessor<TokenEvent> processor = UnicastProcessor.create();
     final Multi<TokenEvent> events;
     private final TokenSampler sampler;
@@ -41,6 +42,7 @@ final class Sequence {
     private int[] generatedTokens = new int[16];
     private boolean finished;
     private boolean left;
+    private boolean retired;
     /** The KV before joining the batch; null once joined (or before prefill). */
     PendingKv pending;
     /** Prefix-cache blocks this sequence references (reused or written); null when the cache is off. */
@@ -48,14 +50,20 @@ final class Sequence {
     /** Prompt tokens whose KV came from the prefix cache. */
     int cachedTokens;
 
-    /** KV bytes the scheduler reserved for this sequence when it left the queue (given back when it leaves). */
+    /** KV bytes the scheduler reserved for this sequence when it left the queue (given back when it is retired). */
     long kvReserved;
 
-    Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave) {
+    /**
+     * @param onLeave  once, when it gives its running slot back (its last token, or retired)
+     * @param onRetire once, when it has left the engine and let go of its KV (engine thread)
+     */
+    Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave,
+             java.util.function.Consumer<Sequence> onRetire) {
         DecoderSpec spec = model.spec();
         this.request = request;
         this.model = model;
         this.onLeave = onLeave;
+        this.onRetire = onRetire;
         this.prompt = request.promptTokenIds();
         this.params = request.sampling();
         this.sampler = new TokenSampler(params, spec.eosIds(), spec.vocabSize(), prompt);
@@ -171,9 +179,17 @@ final class Sequence {
         }
     }
 
-    /** Removes the sequence from the engine: releases its KV and its running slot. */
+    /**
+     * Removes the sequence from the engine: releases its KV and its running slot, then its KV
+     * reservation ({@code onRetire}, once): the reservation covers its KV, prefix-cache blocks
+     * included, until it has really let go of them.
+     */
     void retire() {
         releaseKv();
         leave();
+        if (!retired) {
+            retired = true;
+            onRetire.accept(this);
+        }
     }
 }

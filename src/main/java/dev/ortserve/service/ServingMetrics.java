@@ -64,15 +64,20 @@ public class ServingMetrics {
     }
 
     /**
-     * The prefix cache's gauges (bytes held and budget, blocks) and counters read from it (lookups,
-     * prompt tokens looked up, tokens reused); nothing when the cache is off.
+     * The prefix cache's gauges (bytes held, cap and unreferenced bytes, blocks) and counters read from it (lookups,
+     * prompt tokens looked up, tokens reused, evictions); nothing when the cache is off.
      */
     public void prefixCache(String model, java.util.function.Supplier<PrefixCacheStats> stats) {
         if (stats.get() == null) return;
         Gauge.builder("ortserve_prefix_cache_bytes", stats, s -> s.get().bytes())
                 .description("Bytes of KV the prefix cache holds (its blocks' native buffers)").tag("model", model).register(registry);
         Gauge.builder("ortserve_prefix_cache_budget_bytes", stats, s -> s.get().budgetBytes())
-                .description("Bytes the prefix cache may hold").tag("model", model).register(registry);
+                .description("Bytes the prefix cache may hold (its cap, at most the KV budget it lives in)").tag("model", model).register(registry);
+        Gauge.builder("ortserve_prefix_cache_unreferenced_bytes", stats, s -> s.get().unreferencedBytes())
+                .description("Bytes of prefix-cache blocks no running sequence references (counted against the KV budget, evicted first)")
+                .tag("model", model).register(registry);
+        FunctionCounter.builder("ortserve_prefix_cache_evictions", stats, s -> s.get().evictions())
+                .description("Prefix-cache blocks evicted (for its cap or for the KV budget)").tag("model", model).register(registry);
         Gauge.builder("ortserve_prefix_cache_blocks", stats, s -> s.get().blocks())
                 .description("Blocks (16 tokens each) in the prefix cache").tag("model", model).register(registry);
         FunctionCounter.builder("ortserve_prefix_cache_lookups", stats, s -> s.get().lookups())

@@ -43,6 +43,63 @@ final class EngineTestSupport {
         return streams.stream().map(EngineTestSupport::collect).toList();
     }
 
+    /**
+     * Checks the KV budget at every engine event (on the engine thread, where the accessors are
+     * exact): what is held (running reservations + unreferenced prefix-cache blocks) stays within
+     * the budget, unless one sequence alone is over it (then the cache holds nothing unreferenced);
+     * the referenced blocks are inside the reservations; the cache never holds more than its cap.
+     * The first broken rule is kept, to be asserted by the test thread ({@link #assertHeld}).
+     */
+    static final class BudgetWatch implements EngineListener {
+        private final java.util.concurrent.atomic.AtomicReference<ContinuousBatchingEngine> engine = new java.util.concurrent.atomic.AtomicReference<>();
+        private final java.util.concurrent.atomic.AtomicReference<String> broken = new java.util.concurrent.atomic.AtomicReference<>();
+        private final java.util.concurrent.atomic.AtomicLong events = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicLong mostHeld = new java.util.concurrent.atomic.AtomicLong();
+
+        BudgetWatch watch(ContinuousBatchingEngine e) {
+            engine.set(e);
+            e.listener(this);
+            return this;
+        }
+
+        private void check() {
+            ContinuousBatchingEngine e = engine.get();
+            if (e == null) return;
+            events.incrementAndGet();
+            long budget = e.kvBudgetBytes(), reserved = e.kvReservedBytes(), held = e.kvHeldBytes();
+            PrefixCacheStats p = e.prefixCache();
+            long unreferenced = p == null ? 0 : p.unreferencedBytes();
+            mostHeld.accumulateAndGet(held, Math::max);
+            String where = " (budget " + budget + ", reserved " + reserved + ", held " + held + ", cache " + p + ")";
+            if (held != reserved + unreferenced) broken.compareAndSet(null, "held is not reserved + unreferenced" + where);
+            if (held > budget && !(reserved > budget && unreferenced == 0)) broken.compareAndSet(null, "over the budget" + where);
+            if (p != null && p.bytes() - p.unreferencedBytes() > reserved) {
+                broken.compareAndSet(null, "referenced blocks outside the reservations" + where);
+            }
+            if (p != null && (p.bytes() > p.budgetBytes() || p.budgetBytes() > budget)) broken.compareAndSet(null, "cache over its cap" + where);
+        }
+
+        @Override
+        public void scheduled(long queuedNanos) {
+            check();
+        }
+
+        @Override
+        public void stepped(int rows, long kvPositions, long kvCapacity) {
+            check();
+        }
+
+        /** The largest total held at any event. */
+        long mostHeld() {
+            return mostHeld.get();
+        }
+
+        void assertHeld() {
+            org.junit.jupiter.api.Assertions.assertNull(broken.get());
+            org.junit.jupiter.api.Assertions.assertTrue(events.get() > 0, "no engine event was watched");
+        }
+    }
+
     static int[] ints(com.fasterxml.jackson.databind.JsonNode array) {
         int[] out = new int[array.size()];
         for (int i = 0; i < out.length; i++) out[i] = array.get(i).asInt();

@@ -57,11 +57,17 @@ class KvBudgetTest {
 
     /** The tokens of six requests submitted together, and the largest batch of any pass. */
     private static List<List<Integer>> run(EngineOptions options, AtomicInteger widest, long[] waits) {
+        return run(options, widest, waits, new EngineTestSupport.BudgetWatch());
+    }
+
+    /** The same, with the budget checked at every engine event. */
+    private static List<List<Integer>> run(EngineOptions options, AtomicInteger widest, long[] waits, EngineTestSupport.BudgetWatch budget) {
         DecoderRunner.Decorator watch = runner -> pass -> {
             widest.accumulateAndGet(pass.batch(), Math::max);
             return runner.run(pass);
         };
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, watch)) {
+            budget.watch(engine);
             List<List<Integer>> out = new ArrayList<>();
             List<io.smallrye.mutiny.Multi<TokenEvent>> streams = engine.generateAll(requests(6));
             for (var s : streams) out.add(EngineTestSupport.collect(s).tokens());
@@ -69,6 +75,14 @@ class KvBudgetTest {
             while (engine.kvReservedBytes() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
             assertEquals(0, engine.kvReservedBytes(), "every reservation given back");
             waits[0] = engine.kvBudgetWaits();
+            budget.assertHeld();
+            PrefixCacheStats cache = engine.prefixCache();
+            if (cache != null) {
+                assertEquals(0, cache.references(), "no block referenced once every sequence has left");
+                assertEquals(cache.bytes(), cache.unreferencedBytes());
+                assertTrue(engine.kvHeldBytes() <= engine.kvBudgetBytes(), cache.toString());
+                if (waits.length > 1) waits[1] = cache.evictions();
+            }
             return out;
         }
     }
@@ -89,6 +103,34 @@ class KvBudgetTest {
 
         assertEquals(expected, run(options.withKvCacheBytes(1), aloneWidest, waits));
         assertEquals(1, aloneWidest.get(), "a budget smaller than any request runs them one at a time");
+    }
+
+    /**
+     * With the prefix cache on, it lives inside the same budget: two sequences at a time still run
+     * (the finished ones' cached blocks are evicted for the next two, never in the way of them),
+     * the tokens are the same, and at every step the reservations plus the unreferenced cached
+     * blocks stay within the budget.
+     */
+    @Test
+    void thePrefixCacheLivesInsideTheBudget() {
+        EngineOptions options = EngineOptions.defaults().withLimits(8, 64, 256).withPrefixCacheBytes(0).withBatchWindow(Duration.ofSeconds(1));
+        long perSequence = PrefixCache.bytesPerToken(model.spec()) * (PROMPT + OUTPUT);
+        long[] waits = new long[2];
+        List<List<Integer>> expected = run(options.withKvCacheBytes(Long.MAX_VALUE), new AtomicInteger(), waits);
+
+        AtomicInteger widest = new AtomicInteger();
+        EngineTestSupport.BudgetWatch budget = new EngineTestSupport.BudgetWatch();
+        assertEquals(expected, run(options.withPrefixCacheBytes(-1).withKvCacheBytes(2 * perSequence), widest, waits, budget));
+        assertEquals(2, widest.get(), "the cached blocks do not keep the second sequence waiting");
+        assertTrue(waits[0] > 0, "the third waits for the first two, as without the cache");
+        assertTrue(waits[1] > 0, "blocks of finished sequences were evicted for the next ones");
+        assertEquals(2 * perSequence, budget.mostHeld(), "the budget is used whole, never more");
+
+        // alone over the budget: each request runs alone, and the cache is cut to the budget
+        widest.set(0);
+        assertEquals(expected, run(options.withPrefixCacheBytes(-1).withKvCacheBytes(perSequence / 2), widest, waits,
+                new EngineTestSupport.BudgetWatch()));
+        assertEquals(1, widest.get());
     }
 
     @Test

@@ -257,4 +257,143 @@ class PrefixCacheTest {
             assertFalse(after.tokens().isEmpty());
         }
     }
+
+    // ------------------------------------------------------------------ inside the KV budget
+
+    static final long PER_TOKEN = blockBytes() / BLOCK;
+
+    /**
+     * Keeps a long-running sequence from running ahead while it runs alone: its decode steps wait
+     * (engine thread) until another request is queued, so it is still running, without any timing,
+     * while the requests under test are served beside it. Disarm to let it go.
+     */
+    static final class HoldAlone implements DecoderRunner.Decorator {
+        final AtomicReference<ContinuousBatchingEngine> engine = new AtomicReference<>();
+        volatile boolean armed;
+
+        @Override
+        public DecoderRunner decorate(DecoderRunner runner) {
+            return pass -> {
+                ContinuousBatchingEngine e = engine.get();
+                if (pass.newLength() == 1 && pass.pastLength() > 0 && pass.batch() == 1) {
+                    while (armed && e.runningSequences() == 1 && e.waitingSequences() == 0) {
+                        java.util.concurrent.locks.LockSupport.parkNanos(100_000);
+                    }
+                }
+                return runner.run(pass);
+            };
+        }
+    }
+
+    /**
+     * A budget that holds a long sequence and a short one beside it, but not both with the cache full:
+     * the short one evicts cached blocks and runs at once instead of waiting, and the blocks the long
+     * one references survive every eviction though they are the least recently used of all.
+     */
+    /** Waits until only one sequence runs and it holds {@code references} block references: the others have left. */
+    static void awaitAlone(ContinuousBatchingEngine engine, long references) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (engine.prefixCache().references() != references || engine.runningSequences() != 1) {
+            assertTrue(System.nanoTime() < deadline, "still running beside: " + engine.prefixCache());
+            Thread.sleep(1);
+        }
+    }
+
+    @Test
+    void aRequestEvictsUnreferencedBlocksInsteadOfWaitingAndBlocksInUseAreNeverEvicted() throws Exception {
+        int[] source = randomTokens(50, 64);
+        int[][] fill = {randomTokens(51, 64), randomTokens(52, 64), randomTokens(53, 64)};
+        int[] a = branch(source, 64, 3, 55);      // reuses source's four prompt blocks, runs throughout
+        int[] b = randomTokens(56, 40);           // arrives while a runs and the cache is full
+        int[] c = branch(source, 64, 5, 57);      // arrives after b: source's blocks must still be there
+        int aMax = 1900;
+        long reserveA = PER_TOKEN * (a.length + aMax), reserveB = PER_TOKEN * (b.length + 12);
+        // room for a and b and four more blocks (the fill requests, 81 positions each, fit beside a too)
+        long budget = reserveA + reserveB + 4 * blockBytes();
+        HoldAlone hold = new HoldAlone();
+        EngineTestSupport.BudgetWatch watch = new EngineTestSupport.BudgetWatch();
+        try (ContinuousBatchingEngine on = new ContinuousBatchingEngine(model, ON.withKvCacheBytes(budget), hold);
+             GenerationEngine off = new ContinuousBatchingEngine(model, OFF)) {
+            hold.engine.set(on);
+            watch.watch(on);
+            run(on, source, 17); // 64 + 17 - 1 computed positions: five blocks
+            awaitNoReferences(on);
+            assertEquals(5, on.prefixCache().blocks());
+
+            CountDownLatch firstToken = new CountDownLatch(1);
+            AtomicReference<TokenEvent> lastOfA = new AtomicReference<>();
+            AtomicInteger tokensOfA = new AtomicInteger();
+            hold.armed = true;
+            try {
+                Cancellable longRun = on.generate(EngineTestSupport.request(a, greedy(aMax))).subscribe().with(e -> {
+                    tokensOfA.incrementAndGet();
+                    firstToken.countDown();
+                    if (e.isLast()) lastOfA.set(e);
+                });
+                assertTrue(firstToken.await(30, TimeUnit.SECONDS));
+                assertEquals(64, on.prefixCache().references() * BLOCK, "a references source's four blocks");
+                // newer blocks beside a: a's four are now the least recently used
+                for (int[] p : fill) assertEquals(run(off, p, 17).tokens(), run(on, p, 17).tokens());
+                awaitAlone(on, 4); // the last fill request has left (its stream ends before it does)
+                assertTrue(reserveA + reserveB + on.prefixCache().unreferencedBytes() > budget,
+                        "the cache as it is does not fit beside a and b: " + on.prefixCache());
+                long evictedBefore = on.prefixCache().evictions();
+
+                EngineTestSupport.Result rb = run(on, b, 12);
+                assertEquals(run(off, b, 12).tokens(), rb.tokens());
+                assertEquals(0, on.kvBudgetWaits(), "b ran beside a at once: cached blocks were evicted for it");
+                awaitAlone(on, 4);
+                assertTrue(on.prefixCache().evictions() > evictedBefore, on.prefixCache().toString());
+
+                EngineTestSupport.Result rc = run(on, c, 12);
+                assertEquals(0, on.kvBudgetWaits());
+                assertEquals(64, cached(rc), "the blocks a references survived every eviction");
+                assertEquals(run(off, c, 12).tokens(), rc.tokens());
+                assertNull(lastOfA.get(), "a should still be running");
+                assertTrue(tokensOfA.get() < aMax);
+                hold.armed = false;
+                longRun.cancel();
+            } finally {
+                hold.armed = false; // a failed assertion must not leave the engine held
+            }
+            awaitNoReferences(on);
+            watch.assertHeld();
+            assertTrue(on.kvHeldBytes() <= budget);
+        }
+    }
+
+    @Test
+    void storingPastTheBudgetSkipsOrEvictsAndReuseGivesTheSameTokens() throws Exception {
+        // three blocks of budget: each request below is over it alone (it runs, alone), and the cache never holds more than the budget
+        long budget = 3 * blockBytes();
+        int[] first = randomTokens(60, 64);
+        int[] second = branch(first, 32, 40, 61);
+        int[] third = branch(second, 48, 3, 62);
+        EngineTestSupport.BudgetWatch watch = new EngineTestSupport.BudgetWatch();
+        try (ContinuousBatchingEngine on = new ContinuousBatchingEngine(model, ON.withKvCacheBytes(budget));
+             GenerationEngine off = new ContinuousBatchingEngine(model, OFF)) {
+            watch.watch(on);
+            EngineTestSupport.Result r1 = run(on, first, 8);
+            assertEquals(run(off, first, 8).tokens(), r1.tokens());
+            awaitNoReferences(on);
+            // four prompt blocks (and the generated ones) did not fit: three stored, the rest skipped
+            assertEquals(3, on.prefixCache().blocks());
+            assertEquals(budget, on.kvHeldBytes());
+
+            // reuses first's two shared blocks; the third is evicted for it (unreferenced, least recently used)
+            EngineTestSupport.Result r2 = run(on, second, 8);
+            assertEquals(32, cached(r2));
+            assertEquals(run(off, second, 8).tokens(), r2.tokens());
+            awaitNoReferences(on);
+            assertTrue(on.prefixCache().evictions() >= 1, on.prefixCache().toString());
+            assertTrue(on.kvHeldBytes() <= budget);
+
+            EngineTestSupport.Result r3 = run(on, third, 8);
+            assertEquals(48, cached(r3), "second's third block was stored in the room made for it");
+            assertEquals(run(off, third, 8).tokens(), r3.tokens());
+            awaitNoReferences(on);
+            assertTrue(on.prefixCache().bytes() <= budget);
+            watch.assertHeld();
+        }
+    }
 }

@@ -26,8 +26,16 @@ import java.util.concurrent.atomic.AtomicLong;
  * prefix's KV). A new sequence reuses the longest cached prefix and prefills only the rest.
  * <p>
  * Blocks live in host memory (direct buffers: [layer][key, value][kv_heads][BLOCK][head_dim]),
- * bounded by bytes; least recently used blocks that no sequence references go first, blocks in
- * use never. A prefix's blocks are touched deepest first, so a chain is evicted from its tail.
+ * bounded by bytes ({@link #capBytes()}); least recently used blocks that no sequence references
+ * go first, blocks in use never. A prefix's blocks are touched deepest first (on lookup, and when
+ * a sequence lets go of them), so a chain is evicted from its tail.
+ * <p>
+ * The cache lives inside the engine's KV budget (as vLLM's block pool: cached blocks are free-able
+ * memory of the same pool). A block that a running sequence references is KV of that sequence, so
+ * it is already counted in the sequence's reservation; only the unreferenced blocks
+ * ({@link #unreferencedBytes()}) count against the budget on their own, and only they can be
+ * evicted ({@link #evict}) when a waiting request needs the room. The scheduler keeps
+ * reservations + unreferenced bytes within the budget (see {@code Scheduler}).
  * Engine thread only, except the statistics.
  */
 public final class PrefixCache {
@@ -36,23 +44,27 @@ public final class PrefixCache {
 
     private final DecoderSpec spec;
     private final OrtEnvironment env;
-    private final long budgetBytes;
+    private final long capBytes;
     private final int blockBytes;
     private final Map<Key, Block> blocks = new LinkedHashMap<>(64, 0.75f, true);
     /** Blocks allocated in this step whose KV is still being copied in. */
     private final Map<Key, Block> unpublished = new java.util.HashMap<>();
     private long nextId = 1;
     private final AtomicLong bytes = new AtomicLong();
+    /** Bytes of the published blocks no sequence references: what counts against the KV budget on its own, what may be evicted. */
+    private final AtomicLong unreferenced = new AtomicLong();
+    private final AtomicLong evicted = new AtomicLong();
     private final AtomicLong count = new AtomicLong();
     private final AtomicLong lookups = new AtomicLong();
     private final AtomicLong promptTokens = new AtomicLong();
     private final AtomicLong hitTokens = new AtomicLong();
     private volatile long references; // written on the engine thread only
 
-    public PrefixCache(DecoderSpec spec, OrtEnvironment env, long budgetBytes) {
+    /** @param capBytes the most the cache may hold, referenced blocks included (at most the KV budget: see the class comment) */
+    public PrefixCache(DecoderSpec spec, OrtEnvironment env, long capBytes) {
         this.spec = spec;
         this.env = env;
-        this.budgetBytes = budgetBytes;
+        this.capBytes = capBytes;
         this.blockBytes = 2 * spec.layers() * spec.kvHeads() * BLOCK * spec.headDim() * spec.kvElementBytes();
     }
 
@@ -83,6 +95,10 @@ public final class PrefixCache {
         final Key key;
         final ByteBuffer data;
         int refs;
+        /** In {@link #blocks} (committed); until then only its writer's step can reach it. */
+        boolean published;
+        /** Evicted or abandoned: its bytes are no longer counted. */
+        boolean gone;
 
         Block(long id, Key key, ByteBuffer data) {
             this.id = id;
@@ -105,17 +121,24 @@ public final class PrefixCache {
         }
 
         private void add(Block b) {
-            b.refs++;
+            if (b.refs++ == 0 && b.published && !b.gone) unreferenced.addAndGet(-blockBytes);
             references++;
             held.add(b);
         }
 
+        /**
+         * Lets go of the blocks; those no other sequence references become unreferenced (free-able,
+         * counted against the budget on their own). Touched deepest first, so the root stays newest
+         * and a chain is evicted from its tail (as vLLM frees a sequence's blocks in reverse).
+         */
         public void release() {
             if (released) return;
             released = true;
-            for (Block b : held) {
-                b.refs--;
+            for (int i = held.size() - 1; i >= 0; i--) {
+                Block b = held.get(i);
                 references--;
+                if (--b.refs == 0 && b.published && !b.gone) unreferenced.addAndGet(blockBytes);
+                if (b.published && !b.gone) blocks.get(b.key);
             }
             held.clear();
         }
@@ -185,9 +208,12 @@ public final class PrefixCache {
     /**
      * Starts keeping the full blocks of {@code tokens} beyond those already held: blocks already
      * cached (or being written by another sequence in the same step) are referenced, new ones
-     * allocated (evicting unreferenced ones if needed; when the budget is all in use, the prefix
-     * stops there). The new blocks are filled layer by layer from the sequence's KV
-     * ({@link Insertion#fill}) and published by {@link Insertion#commit}.
+     * allocated (evicting unreferenced ones if needed; when the cap is all in use, the prefix
+     * stops there). A new block is referenced by {@code hold}, so it is KV of that running sequence
+     * (inside its reservation): storing never adds to what counts against the KV budget until the
+     * sequence lets go of it, and then its reservation, which covered it, is given back. The new
+     * blocks are filled layer by layer from the sequence's KV ({@link Insertion#fill}) and
+     * published by {@link Insertion#commit}.
      */
     public Insertion insert(Hold hold, int[] tokens) {
         Insertion ins = new Insertion();
@@ -211,17 +237,31 @@ public final class PrefixCache {
     }
 
     private boolean makeRoom() {
-        if (bytes.get() + blockBytes <= budgetBytes) return true;
+        long over = bytes.get() + blockBytes - capBytes;
+        if (over > 0) evict(over);
+        return bytes.get() + blockBytes <= capBytes;
+    }
+
+    /**
+     * Evicts least recently used unreferenced blocks until at least {@code atLeast} bytes are
+     * freed or none is left; blocks a sequence references are never touched. Returns the bytes freed.
+     */
+    public long evict(long atLeast) {
+        long freed = 0;
         Iterator<Block> it = blocks.values().iterator();
-        while (it.hasNext() && bytes.get() + blockBytes > budgetBytes) {
+        while (freed < atLeast && it.hasNext()) {
             Block b = it.next();
             if (b.refs == 0) {
                 it.remove();
+                b.gone = true;
                 bytes.addAndGet(-blockBytes);
+                unreferenced.addAndGet(-blockBytes);
                 count.decrementAndGet();
+                evicted.incrementAndGet();
+                freed += blockBytes;
             }
         }
-        return bytes.get() + blockBytes <= budgetBytes;
+        return freed;
     }
 
     /** New blocks being filled from one sequence's KV (already referenced by its hold). */
@@ -260,6 +300,7 @@ public final class PrefixCache {
             for (Block b : fresh) {
                 unpublished.remove(b.key);
                 blocks.put(b.key, b);
+                b.published = true; // referenced by its writer's hold: not unreferenced yet
                 count.incrementAndGet();
             }
             fresh.clear();
@@ -267,7 +308,10 @@ public final class PrefixCache {
 
         /** Drops the unfilled blocks (the step failed); the holds referencing them let go as usual. */
         public void abandon() {
-            for (Block b : fresh) unpublished.remove(b.key);
+            for (Block b : fresh) {
+                unpublished.remove(b.key);
+                b.gone = true;
+            }
             bytes.addAndGet(-(long) blockBytes * fresh.size());
             fresh.clear();
         }
@@ -281,8 +325,19 @@ public final class PrefixCache {
         return count.get();
     }
 
-    public long budgetBytes() {
-        return budgetBytes;
+    /** The most the cache may hold (referenced blocks included). */
+    public long capBytes() {
+        return capBytes;
+    }
+
+    /** Bytes of cached blocks no running sequence references: free-able, counted against the KV budget on their own. */
+    public long unreferencedBytes() {
+        return unreferenced.get();
+    }
+
+    /** Blocks evicted so far (for the cap or for the KV budget). */
+    public long evictions() {
+        return evicted.get();
     }
 
     public long lookups() {
