@@ -282,7 +282,12 @@ public final class ModelLoader {
      */
     private static Reference reference(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options,
                                        boolean quantized) throws OrtException {
-        ModelSegments segments = segments(modelFile, options);
+        return reference(env, dir, genai, modelFile, alignment, options, quantized, true);
+    }
+
+    private static Reference reference(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options,
+                                       boolean quantized, boolean segmented) throws OrtException {
+        ModelSegments segments = segmented ? segments(modelFile, options) : null;
         if (segments == null) {
             OrtSession original = open(env, modelFile, options, quantized);
             try {
@@ -309,6 +314,10 @@ public final class ModelLoader {
                 }
             });
             return new Reference(spec, RewriteProbe.run(env, spec, run));
+        } catch (java.io.UncheckedIOException e) {
+            // a segment could not be written (its data file not linkable, say): the original runs whole, as before
+            LOG.infof("The load check runs the original whole: %s", e.getMessage());
+            return reference(env, dir, genai, modelFile, alignment, options, quantized, false);
         } finally {
             try {
                 segments.close();

@@ -187,7 +187,7 @@ public final class ModelSegments implements AutoCloseable {
         Path dir = workDir.resolve("segment-" + i);
         deleteTree(dir);
         Files.createDirectories(dir);
-        OnnxModelFile.write(model.build(), g.sourceDir, dir, g.computed);
+        OnnxModelFile.write(model.build(), g.sourceDir, dir, g.computed, false); // linked, never a copy of the weights per segment
         return dir.resolve("model.onnx");
     }
 

@@ -164,6 +164,11 @@ final class OnnxModelFile {
      * and inline tensors over 1 KB are written one at a time, page-aligned, to {@code dir/model.onnx.data}.
      */
     static Written write(ModelProto model, Path sourceDir, Path dir, Map<String, Computed> computed) throws IOException {
+        return write(model, sourceDir, dir, computed, true);
+    }
+
+    /** @param copyIfUnlinkable copy a source data file that can be neither hard- nor symbolically linked (else fail) */
+    static Written write(ModelProto model, Path sourceDir, Path dir, Map<String, Computed> computed, boolean copyIfUnlinkable) throws IOException {
         Path dataFile = dir.resolve(NEW_DATA);
         ModelProto.Builder out = model.toBuilder();
         var graph = out.getGraphBuilder();
@@ -180,7 +185,7 @@ final class OnnxModelFile {
                     String name = linkedNames.get(x.location());
                     if (name == null) {
                         name = LINKED_PREFIX + x.location().replaceAll("[^A-Za-z0-9._-]", "_");
-                        how.put(name, link(dataFile(t, x.location(), sourceDir), dir.resolve(name)));
+                        how.put(name, link(dataFile(t, x.location(), sourceDir), dir.resolve(name), copyIfUnlinkable));
                         linkedNames.put(x.location(), name);
                     }
                     graph.setInitializer(i, location(t.toBuilder(), name, x.offset(), x.length() < 0 ? null : x.length()));
@@ -224,7 +229,7 @@ final class OnnxModelFile {
     }
 
     /** Links {@code source} as {@code target}; returns how ("hard link", "symbolic link", "copy"). */
-    private static String link(Path source, Path target) throws IOException {
+    private static String link(Path source, Path target, boolean copyIfUnlinkable) throws IOException {
         try {
             Files.createLink(target, source);
             return "hard link";
@@ -233,6 +238,7 @@ final class OnnxModelFile {
                 Files.createSymbolicLink(target, source.toAbsolutePath());
                 return "symbolic link";
             } catch (IOException | UnsupportedOperationException e2) {
+                if (!copyIfUnlinkable) throw new IOException("cannot link " + source + " into " + target.getParent() + " (" + e2.getMessage() + ")", e2);
                 LOG.warnf("Cannot link %s into the rewrite cache (%s); copying it", source, e.getMessage());
                 Files.copy(source, target);
                 return "copy";
