@@ -244,6 +244,14 @@ public interface OrtserveConfig {
         boolean fuseRotary();
 
         /**
+         * Explicit attention (Optimum and transformers' exports) is rewritten on load into onnxruntime's
+         * GroupQueryAttention, so the graph is served right-padded with its KV written in place (see
+         * kv-in-place); checked on the load probe like the other rewrites. Opt-in while it is new.
+         */
+        @WithDefault("false")
+        boolean fuseAttention();
+
+        /**
          * Constant-weight MatMuls that read the same activations (a layer's q, k and v; its gate and
          * up) are packed into one MatMul and a Split on load (a graph rewrite, checked like the others).
          */

@@ -69,6 +69,12 @@ public record DecoderSpec(ModelLayout layout, String inputIds, String attentionM
         return names;
     }
 
+    /** The same spec with another padding side (a graph rewritten to GroupQueryAttention is served right-padded). */
+    public DecoderSpec withAlignment(KvAlignment other) {
+        return new DecoderSpec(layout, inputIds, attentionMask, positionIds, useCacheBranch, pastKeyFormat, pastValueFormat, logits, presentKeyFormat,
+                presentValueFormat, layers, kvHeads, headDim, vocabSize, maxModelLen, kvType, eosIds, bosId, defaults, other);
+    }
+
     public int kvElementBytes() {
         return kvType == OnnxJavaType.FLOAT16 || kvType == OnnxJavaType.BFLOAT16 ? 2 : 4;
     }

@@ -62,7 +62,9 @@ public final class ModelLoader {
         Rewritten rewritten = rewritten(env, dir, genai, onnxFile, alignment, options);
         OrtSession session = rewritten.session;
         try {
-            DecoderSpec spec = spec(dir, genai, Signature.of(session), options, alignment);
+            // a graph whose attention was rewritten to GroupQueryAttention is served right-padded
+            KvAlignment served = rewritten.file.equals(onnxFile) ? alignment : alignment(rewritten.file);
+            DecoderSpec spec = spec(dir, genai, Signature.of(session), options, served);
             TextTokenizer tokenizer;
             try {
                 tokenizer = TextTokenizer.load(tokenizerFile);
@@ -87,7 +89,8 @@ public final class ModelLoader {
         }
     }
 
-    private record Rewritten(OrtSession session, List<String> applied) {
+    /** The session to serve, the rewrites in it, and its file (its padding side may differ from the original's). */
+    private record Rewritten(OrtSession session, List<String> applied, Path file) {
     }
 
     // Sessions the loader holds while it loads (the served one is handed over when load returns): the
@@ -171,7 +174,7 @@ public final class ModelLoader {
      */
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
-        if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+        if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         boolean quantized = wanted.precision() != WeightPrecision.MODEL;
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
@@ -179,7 +182,7 @@ public final class ModelLoader {
             if (cached != null) {
                 LOG.infof("Serving the rewritten graph from %s (%s)", cached.entry(), String.join(", ", cached.applied()));
                 if (cached.warning() != null) LOG.warn(cached.warning());
-                return new Rewritten(handOver(open(env, cached.file(), options)), cached.applied());
+                return new Rewritten(handOver(open(env, cached.file(), options)), cached.applied(), cached.file());
             }
         } catch (IOException | RuntimeException e) {
             LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
@@ -200,21 +203,22 @@ public final class ModelLoader {
                         + modelFile + " (" + e.getMessage() + ")", e);
             }
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
-            return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+            return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         }
         GraphRewriter.Result result = null;
         OrtSession candidate = null;
         try {
             result = GraphRewriter.rewrite(modelFile, spec.logits(), spec.positionIds(), context, alignment == KvAlignment.START, wanted,
                     options.rewriteCache());
-            if (result == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+            if (result == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
             if (!result.cached()) {
                 // the rewrite's per-tensor buffers are garbage now: give their heap back before the model is mapped,
                 // or the collector keeps it committed (up to a gigabyte at real size) under the session's peak
                 System.gc();
             }
             candidate = open(env, result.file(), options);
-            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, spec, candidate), wanted);
+            DecoderSpec candidateSpec = spec.withAlignment(alignment(result.file()));
+            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, candidateSpec, candidate), wanted);
             String warning = null;
             if (!agreement.agrees()) {
                 if (!quantized) {
@@ -223,7 +227,7 @@ public final class ModelLoader {
                     release(candidate);
                     candidate = null;
                     GraphRewriter.discard(result);
-                    return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+                    return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
                 }
                 warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
                                 + "below the %.3f expected of %s weights (%s); serving %s as asked: expect its output to differ from the "
@@ -236,7 +240,7 @@ public final class ModelLoader {
                         wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine());
             }
             GraphRewriter.markVerified(result, warning);
-            return new Rewritten(handOver(candidate), result.applied());
+            return new Rewritten(handOver(candidate), result.applied(), result.file());
         } catch (IOException | OrtException | RuntimeException e) {
             release(candidate);
             if (result != null) {
@@ -253,7 +257,7 @@ public final class ModelLoader {
                         + PRECISION_SETTING + "=model to serve it as exported", e);
             }
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
-            return new Rewritten(handOver(open(env, modelFile, options)), List.of());
+            return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         }
     }
 

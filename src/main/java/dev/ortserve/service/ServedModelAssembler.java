@@ -81,7 +81,7 @@ final class ServedModelAssembler {
                 config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
-                        config.engine().packProjections()), config.modelCacheDir().resolve("rewritten"),
+                        config.engine().packProjections(), config.engine().fuseAttention()), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
                 config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
     }

@@ -41,6 +41,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so). Each cell also
  * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
  * in-place path), to target/long-context-decode.tsv, appended.
+ * <p>
+ * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
+ * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
+ * with its attention rewritten on load into GroupQueryAttention ({@code ORTSERVE_ENGINE_FUSE_ATTENTION}),
+ * served right-padded with KV in place: what the rewrite gives a user of an Optimum export.
  */
 @Tag("bench")
 class LongContextDecodeBenchmark {
@@ -52,25 +57,31 @@ class LongContextDecodeBenchmark {
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
     static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
     static final boolean COPYING = !"inplace".equals(System.getProperty("bench.kv", "both"));
+    static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
     private static final AtomicInteger IDS = new AtomicInteger();
 
     @Test
     void run() throws Exception {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
-        Path dir = ModelGenerator.ensureGroupQueryAttention(SIZE, models);
+        Path dir = OPTIMUM ? ModelGenerator.ensure(SIZE, models) : ModelGenerator.ensureGroupQueryAttention(SIZE, models);
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
                 .withRewrite(RewriteOptions.defaults(PRECISION), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+        EngineOptions fused = base.withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(true), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         String precision = PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase();
-        StringBuilder report = new StringBuilder(String.format("long-context decode, %s GroupQueryAttention variant, %s, %d processors, "
+        StringBuilder report = new StringBuilder(String.format("long-context decode, %s %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
-                SIZE.id(), precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
+                SIZE.id(), OPTIMUM ? "Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : "GroupQueryAttention variant",
+                precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
         StringBuilder tsv = new StringBuilder();
         report.append("| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n");
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
-        try (LoadedModel model = ModelLoader.load(dir, base)) {
+        try (LoadedModel model = ModelLoader.load(dir, base); LoadedModel fusedModel = OPTIMUM ? ModelLoader.load(dir, fused) : null) {
+            if (OPTIMUM && !fusedModel.rewrites().stream().anyMatch(r -> r.startsWith("attention as GroupQueryAttention"))) {
+                throw new IllegalStateException("attention not fused: " + fusedModel.rewrites());
+            }
             try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, base);
-                 ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(model, base.withKvInPlace(true))) {
+                 ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(OPTIMUM ? fusedModel : model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
                 if (COPYING) measure(copying, 35, 1, model);
                 measure(inPlace, 35, 1, model);

@@ -33,8 +33,11 @@ public final class RewriteProbe {
     private RewriteProbe() {
     }
 
-    /** What one model gave on the probe: each row's last logits, each layer's present K and V (null for fp16 KV). */
-    public record Outcome(float[][] lastLogits, float[][] keys, float[][] values, long[][] shapes) {
+    /**
+     * What one model gave on the probe: each row's last logits, each layer's present K and V (null for fp16 KV),
+     * and where each row's positions are in them (first position and count: left or right padding).
+     */
+    public record Outcome(float[][] lastLogits, float[][] keys, float[][] values, long[][] shapes, int[] starts, int[] lengths) {
     }
 
     /** The comparison: {@code mismatch} null when they agree; {@code cosine} the lowest row's logit cosine similarity. */
@@ -72,7 +75,13 @@ public final class RewriteProbe {
                 values[l] = floats(f.presentValue(l));
                 shapes[l] = f.presentKey(l).getInfo().getShape();
             }
-            return new Outcome(logits, keys, values, shapes);
+            int[] starts = new int[rows.size()], lengths = new int[rows.size()];
+            long total = shapes[0][2];
+            for (int r = 0; r < rows.size(); r++) {
+                lengths[r] = rows.get(r).count();
+                starts[r] = spec.alignment() == dev.ortserve.engine.kv.KvAlignment.END ? (int) (total - lengths[r]) : 0;
+            }
+            return new Outcome(logits, keys, values, shapes, starts, lengths);
         }
     }
 
@@ -111,8 +120,8 @@ public final class RewriteProbe {
         }
         if (mismatch == null && exact) {
             for (int l = 0; l < a.keys().length && mismatch == null; l++) {
-                mismatch = samePresent("key", l, a.keys()[l], b.keys()[l], a.shapes()[l], b.shapes()[l]);
-                if (mismatch == null) mismatch = samePresent("value", l, a.values()[l], b.values()[l], a.shapes()[l], b.shapes()[l]);
+                mismatch = samePresent("key", l, a.keys()[l], b.keys()[l], a, b, l);
+                if (mismatch == null) mismatch = samePresent("value", l, a.values()[l], b.values()[l], a, b, l);
             }
         }
         return new Agreement(mismatch, lowest, minCosine);
@@ -124,13 +133,26 @@ public final class RewriteProbe {
      * stay within the cosine bound while its attention is wrong (a rotary rewrite in the interleaved
      * layout passed the logits check on the tiny model and changed its greedy output).
      */
-    private static String samePresent(String which, int layer, float[] x, float[] y, long[] xs, long[] ys) {
+    private static String samePresent(String which, int layer, float[] x, float[] y, Outcome a, Outcome b, int l) {
         if (x == null || y == null) return null; // fp16 KV: logits only
-        if (!Arrays.equals(xs, ys)) return "layer " + layer + " " + which + ": shape " + Arrays.toString(ys) + " instead of " + Arrays.toString(xs);
+        long[] xs = a.shapes()[l], ys = b.shapes()[l];
+        if (xs[0] != ys[0] || xs[1] != ys[1] || xs[3] != ys[3]) {
+            return "layer " + layer + " " + which + ": shape " + Arrays.toString(ys) + " instead of " + Arrays.toString(xs);
+        }
+        // each row's own positions, wherever its padding puts them (a graph rewritten to GroupQueryAttention is right-padded)
         double maxDiff = 0, maxAbs = 0;
-        for (int i = 0; i < x.length; i++) {
-            maxDiff = Math.max(maxDiff, Math.abs(x[i] - y[i]));
-            maxAbs = Math.max(maxAbs, Math.abs(x[i]));
+        int heads = (int) xs[1], dim = (int) xs[3];
+        for (int r = 0; r < xs[0]; r++) {
+            for (int h = 0; h < heads; h++) {
+                for (int p = 0; p < a.lengths()[r]; p++) {
+                    int xi = (int) ((((long) r * heads + h) * xs[2] + a.starts()[r] + p) * dim);
+                    int yi = (int) ((((long) r * heads + h) * ys[2] + b.starts()[r] + p) * dim);
+                    for (int d = 0; d < dim; d++) {
+                        maxDiff = Math.max(maxDiff, Math.abs(x[xi + d] - y[yi + d]));
+                        maxAbs = Math.max(maxAbs, Math.abs(x[xi + d]));
+                    }
+                }
+            }
         }
         if (!(maxDiff <= 1e-4 * maxAbs)) return String.format("layer %d %s: differs by %.3g of its largest value", layer, which, maxDiff / maxAbs);
         return null;

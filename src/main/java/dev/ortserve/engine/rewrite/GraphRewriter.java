@@ -35,6 +35,8 @@ public final class GraphRewriter {
     private static final ObjectMapper JSON = new ObjectMapper();
     public static final String LAST_POSITION_LOGITS = "last-position logits";
     public static final String PACKED_PROJECTIONS = "projections packed";
+    /** The decoder input the attention fusion derives each row's length from. */
+    static final String ATTENTION_MASK = "attention_mask";
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -94,6 +96,15 @@ public final class GraphRewriter {
             RotaryFusion.Outcome o = RotaryFusion.apply(g, positionIds, positions);
             if (o.fused() > 0) applied.add("rotary fused (" + o.fused() + " RotaryEmbedding)");
             else skipped.add("rotary fusion: " + o.reason());
+        }
+        if (options.fuseAttention()) { // before the head rewrite: a fused graph is served right-padded
+            GroupQueryAttentionFusion.Outcome o = GroupQueryAttentionFusion.apply(g, ATTENTION_MASK);
+            if (o.fused() > 0) {
+                applied.add(GroupQueryAttentionFusion.APPLIED + " (" + o.fused() + " layers)");
+                rightPadded = true;
+            } else {
+                skipped.add(GroupQueryAttentionFusion.APPLIED + ": " + o.reason());
+            }
         }
         if (options.lastPositionLogits()) {
             String why = LastPositionLogits.apply(g, logitsName, rightPadded);

@@ -8,9 +8,14 @@ package dev.ortserve.engine.rewrite;
  * @param fuseNorms          RMSNorm subgraphs become onnxruntime's SimplifiedLayerNormalization
  * @param fuseRotary         rotary (rotate_half) subgraphs become onnxruntime's RotaryEmbedding
  * @param packProjections    constant-weight MatMuls reading the same activations (q/k/v, gate/up) become one
+ * @param fuseAttention      explicit attention becomes GroupQueryAttention (served right-padded, KV written in place)
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
-                             boolean packProjections) {
+                             boolean packProjections, boolean fuseAttention) {
+
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false);
+    }
 
     public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false, false);
 
@@ -26,18 +31,23 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
-    /** The server's defaults (every rewrite on) at this weight precision. */
+    /** The same with explicit attention fused into GroupQueryAttention (or not). */
+    public RewriteOptions withFuseAttention(boolean fuse) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse);
+    }
+
+    /** The server's defaults (every rewrite on but the attention fusion, which is opt-in) at this weight precision. */
     public static RewriteOptions defaults(WeightPrecision precision) {
         return new RewriteOptions(true, precision, true, true, true);
     }
 
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections;
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention;
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
-                + (packProjections ? "-packed" : "");
+                + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "");
     }
 }

@@ -1,0 +1,124 @@
+package dev.ortserve.engine;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.rewrite.GraphRewriter;
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
+import dev.ortserve.families.FamilyFixtures;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Explicit attention rewritten on load into GroupQueryAttention ({@code ORTSERVE_ENGINE_FUSE_ATTENTION}):
+ * the graph is then served right-padded with its KV written in place, and gives the copying graph's
+ * greedy ids alone and batched (with prefix-cache reuse, in place and copying), on the project's own
+ * generated model (grouped five-axis queries), the PyTorch reference decoder and transformers' own
+ * Qwen3 and Llama 3 exports (transformers' ids); Gemma 3's sliding-window layers are left as exported,
+ * with the reason.
+ */
+class AttentionFusionTest {
+
+    @TempDir
+    static Path dir;
+    static Path tiny;
+
+    @BeforeAll
+    static void generate() throws Exception {
+        tiny = ModelGenerator.generate(ModelSize.TINY, 11, dir.resolve("tiny"));
+    }
+
+    static EngineOptions fused(Path cache) {
+        return EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL).withFuseAttention(true), cache);
+    }
+
+    @Test
+    void theGeneratedModelIsServedRightPaddedInPlaceWithTheSameGreedyIds() throws Exception {
+        List<List<Integer>> plain;
+        EngineOptions unfused = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), dir.resolve("cache-unfused"));
+        try (LoadedModel model = ModelLoader.load(tiny, unfused)) {
+            assertEquals(KvAlignment.END, model.spec().alignment());
+            plain = GraphRewriteTest.greedy(model, unfused, GraphRewriteTest.prompts(model), 24);
+        }
+        EngineOptions options = fused(dir.resolve("cache-fused"));
+        for (int start = 0; start < 2; start++) { // cold, then from the cache
+            try (LoadedModel model = ModelLoader.load(tiny, options)) {
+                assertTrue(model.rewrites().contains(GroupQueryAttentionFusionName.of(2)), model.rewrites().toString());
+                assertEquals(KvAlignment.START, model.spec().alignment(), "served right-padded");
+                assertEquals(plain, GraphRewriteTest.greedy(model, options, GraphRewriteTest.prompts(model), 24));
+                assertEquals(plain, GraphRewriteTest.greedy(model, options.withKvInPlace(false), GraphRewriteTest.prompts(model), 24), "copying");
+                // with the prefix cache: the second round continues cached pasts (right-padded blocks) to the same ids
+                try (GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
+                    for (int round = 0; round < 2; round++) {
+                        List<int[]> prompts = GraphRewriteTest.prompts(model);
+                        for (int p = 0; p < prompts.size(); p++) {
+                            EngineTestSupport.Result r = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompts.get(p), SamplingParams.greedy(24))));
+                            assertEquals(plain.get(p), r.tokens(), "prefix cache round " + round + ", prompt " + p);
+                            if (round == 1 && prompts.get(p).length > 16) assertTrue(r.events().get(0).cachedTokens() > 0, "reused");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void theReferenceDecoderKeepsPyTorchsIds() throws Exception {
+        Path ref = Path.of("src/test/resources/fixtures/reference-llama");
+        JsonNode reference = new ObjectMapper().readTree(ref.resolve("reference.json").toFile());
+        EngineOptions options = fused(dir.resolve("cache-reference"));
+        try (LoadedModel model = ModelLoader.load(ref, options)) {
+            assertTrue(model.rewrites().contains(GroupQueryAttentionFusionName.of(2)), model.rewrites().toString());
+            assertEquals(KvAlignment.START, model.spec().alignment());
+            List<int[]> prompts = new ArrayList<>();
+            for (JsonNode r : reference.get("refs")) prompts.add(EngineTestSupport.ints(r.get("prompt_ids")));
+            List<List<Integer>> got = GraphRewriteTest.greedy(model, options, prompts, 24);
+            int i = 0;
+            for (JsonNode r : reference.get("refs")) {
+                List<Integer> expected = new ArrayList<>();
+                r.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
+                assertEquals(expected, got.get(i++), "greedy ids of '" + r.get("prompt").asText() + "'");
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @CsvSource({"qwen3, true", "llama3_1, true", "gemma3, false"})
+    void transformersExportsKeepTransformersIds(String family, boolean fusedExpected) throws Exception {
+        JsonNode reference = new ObjectMapper().readTree(FamilyFixtures.SOURCE.resolve(family).resolve("reference.json").toFile());
+        EngineOptions options = fused(dir.resolve("cache-" + family));
+        try (LoadedModel model = ModelLoader.load(FamilyFixtures.directory(family), options)) {
+            assertEquals(fusedExpected, model.rewrites().contains(GroupQueryAttentionFusionName.of(2)), model.rewrites().toString());
+            assertEquals(fusedExpected ? KvAlignment.START : KvAlignment.END, model.spec().alignment());
+            List<int[]> prompts = new ArrayList<>();
+            List<List<Integer>> expected = new ArrayList<>();
+            for (JsonNode r : reference.get("completions")) {
+                prompts.add(EngineTestSupport.ints(r.get("prompt_ids")));
+                List<Integer> ids = new ArrayList<>();
+                r.get("greedy_ids").forEach(n -> ids.add(n.asInt()));
+                expected.add(ids);
+            }
+            assertEquals(expected, GraphRewriteTest.greedy(model, options, prompts, reference.get("max_tokens").asInt()));
+        }
+    }
+
+    /** The rewrite's name in {@link LoadedModel#rewrites()}. */
+    static final class GroupQueryAttentionFusionName {
+        static String of(int layers) {
+            return "attention as GroupQueryAttention (" + layers + " layers)";
+        }
+    }
+}
