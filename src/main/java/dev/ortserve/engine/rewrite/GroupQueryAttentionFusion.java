@@ -38,8 +38,10 @@ import java.util.Set;
  * five-axis queries too), the scale the product of the constants, and the present outputs its own;
  * {@code seqlens_k} and {@code total_sequence_length} come from {@code attention_mask} (valid tokens
  * per row minus one, its width). The mask, repeat-kv and softmax nodes are then unread and dropped.
- * Every layer must match, else nothing changes (with the reason): softcapping, sliding windows,
- * attention sinks and anything else between the two MatMuls are left to the exported graph.
+ * Sliding-window layers (config.json's {@code sliding_window}, per layer by {@code layer_types}: Gemma 3)
+ * keep their window as the op's {@code local_window_size}. Every layer must match, else nothing changes
+ * (with the reason): softcapping, attention sinks and anything else between the two MatMuls are left to
+ * the exported graph.
  */
 final class GroupQueryAttentionFusion {
 
@@ -55,7 +57,7 @@ final class GroupQueryAttentionFusion {
     }
 
     private record Layer(String q, String k, String v, String pastKey, String pastValue, String presentKey, String presentValue,
-                         String context, List<Long> perm, double scale, int reshapeIndex) {
+                         String context, List<Long> perm, double scale, int reshapeIndex, int window) {
     }
 
     static Outcome apply(Graph g, String attentionMask) throws IOException {
@@ -67,8 +69,13 @@ final class GroupQueryAttentionFusion {
         int heads = text.path("num_attention_heads").asInt(0);
         int kvHeads = text.path("num_key_value_heads").asInt(heads);
         if (heads <= 0 || kvHeads <= 0 || heads % kvHeads != 0) return new Outcome(0, "no usable num_attention_heads / num_key_value_heads in config.json");
-        if (text.path("sliding_window").canConvertToInt() && text.path("sliding_window").asInt() > 0 && text.path("use_sliding_window").asBoolean(true)) {
-            return new Outcome(0, "sliding-window attention is not fused (sliding_window " + text.path("sliding_window").asInt() + ")");
+        // sliding-window layers keep their window as the op's local_window_size = sliding_window (transformers' ids on Gemma 3's
+        // export with a window of 8 over 35-token sequences; sliding_window - 1 misses the load probe): layer_types says which
+        // layers, else every layer when the window is on (Mistral); Qwen's use_sliding_window false turns it off
+        int window = text.path("sliding_window").canConvertToInt() && text.path("use_sliding_window").asBoolean(true) ? text.path("sliding_window").asInt() : 0;
+        List<Boolean> sliding = new ArrayList<>();
+        if (window > 0 && text.path("layer_types").isArray()) {
+            text.path("layer_types").forEach(t -> sliding.add(t.asText().equals("sliding_attention")));
         }
         if (g.graph.getInputList().stream().noneMatch(i -> i.getName().equals(attentionMask))) return new Outcome(0, "no " + attentionMask + " input");
         Map<String, Integer> producers = new HashMap<>();
@@ -130,8 +137,16 @@ final class GroupQueryAttentionFusion {
             if (perm == null || perm.size() < 4 || perm.get(0) != 0 || perm.get(1) != perm.size() - 2 || perm.get(perm.size() - 1) != perm.size() - 1) {
                 return new Outcome(0, "the attention output of " + presentKey + " is not transposed to [batch, sequence, heads, head size]");
             }
+            int layerWindow = 0;
+            if (window > 0) {
+                java.util.regex.Matcher m = java.util.regex.Pattern.compile("(\\d+)").matcher(presentKey);
+                int index = m.find() ? Integer.parseInt(m.group(1)) : -1;
+                if (sliding.isEmpty()) layerWindow = window;
+                else if (index < 0 || index >= sliding.size()) return new Outcome(0, "no layer_types entry for " + presentKey);
+                else if (sliding.get(index)) layerWindow = window;
+            }
             layers.add(new Layer(g.graph.getNode(scores).getInput(0), kc[1], vc[1], kc[0], vc[0], presentKey, presentValue,
-                    g.graph.getNode(reshape).getOutput(0), perm, scale, reshape));
+                    g.graph.getNode(reshape).getOutput(0), perm, scale, reshape, layerWindow));
         }
         if (layers.isEmpty()) return new Outcome(0, "no present key/value outputs");
         GraphProto before = g.graph.build();
@@ -178,7 +193,8 @@ final class GroupQueryAttentionFusion {
                     .addInput(q).addInput(k).addInput(v).addInput(l.pastKey()).addInput(l.pastValue()).addInput(seqlens).addInput(total)
                     .addOutput(l.context()).addOutput(l.presentKey()).addOutput(l.presentValue())
                     .addAttribute(Graph.intAttribute("num_heads", heads)).addAttribute(Graph.intAttribute("kv_num_heads", kvHeads))
-                    .addAttribute(AttributeProto.newBuilder().setName("scale").setType(AttributeProto.AttributeType.FLOAT).setF((float) l.scale())).build());
+                    .addAttribute(AttributeProto.newBuilder().setName("scale").setType(AttributeProto.AttributeType.FLOAT).setF((float) l.scale()))
+                    .addAttribute(Graph.intAttribute("local_window_size", l.window() > 0 ? l.window() : -1)).build());
             insertBefore.put(l.reshapeIndex(), nodes);
             removeOutputs.add(l.context());
             removeOutputs.add(l.presentKey());
