@@ -62,6 +62,7 @@ public final class ModelLoader {
         OrtSession session = rewritten.session;
         try {
             DecoderSpec spec = genai ? genaiSpec(dir, session, options, alignment) : optimumSpec(dir, session, options, alignment);
+            checkKvDtype(options, spec, onnxFile);
             TextTokenizer tokenizer;
             try {
                 tokenizer = TextTokenizer.load(tokenizerFile);
@@ -148,6 +149,37 @@ public final class ModelLoader {
     }
 
     private static final String PRECISION_SETTING = "ORTSERVE_ENGINE_WEIGHT_PRECISION";
+    static final String KV_DTYPE_SETTING = "ORTSERVE_ENGINE_KV_CACHE_DTYPE";
+
+    /** The lossy settings asked for, as the operator wrote them (for messages): weight precision, KV dtype or both. */
+    private static String lossySettings(RewriteOptions wanted) {
+        List<String> out = new java.util.ArrayList<>();
+        if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase());
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=float16");
+        return String.join(" and ", out);
+    }
+
+    /** What to set to serve the model as exported instead. */
+    private static String exactSettings(RewriteOptions wanted) {
+        List<String> out = new java.util.ArrayList<>();
+        if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=model");
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=auto");
+        return String.join(" and ", out);
+    }
+
+    /**
+     * float16 KV was asked for but the model's KV is not float16: the start stops (the KV budget and the
+     * concurrency it allows were planned at half the bytes per token; serving fp32 KV silently would double them).
+     */
+    static void checkKvDtype(EngineOptions options, DecoderSpec spec, Path modelFile) {
+        if (options.rewrite() == null || !options.rewrite().halfKv() || spec.kvType() == OnnxJavaType.FLOAT16) return;
+        throw new ModelLoadException(KV_DTYPE_SETTING + "=float16: " + modelFile + (spec.alignment() == KvAlignment.END
+                ? " has explicit attention (an Optimum-style export without GroupQueryAttention); float16 KV is made by running "
+                        + "onnxruntime's GroupQueryAttention in float16, so it applies to onnxruntime-genai builder exports only. Its KV stays "
+                        + spec.kvType().name().toLowerCase() + ": set " + KV_DTYPE_SETTING + "=auto (or serve an fp16 export of the model)"
+                : " keeps " + spec.kvType().name().toLowerCase() + " KV: the float16 rewrite did not apply (" + (options.rewriteCache() == null
+                        ? "no rewrite cache directory" : "see the rewrite lines above") + "); set " + KV_DTYPE_SETTING + "=auto to serve it as exported"));
+    }
 
     /**
      * The session to serve: the rewritten graph when rewrites are asked for and apply (from the
@@ -156,14 +188,15 @@ public final class ModelLoader {
      * original runs the probe and is released, then the rewrite is written (streamed: see
      * GraphRewriter), then the rewritten model runs the probe. An exact (graph-only) rewrite that
      * fails or does not match is dropped with a warning and the original served. A quantized
-     * precision is never swapped silently: when its logits miss the probe's bound it is served as
-     * asked with a warning stating the measured cosine; when it cannot be made at all the start
-     * stops with an error naming ORTSERVE_ENGINE_WEIGHT_PRECISION.
+     * precision or float16 KV is never swapped silently: when its logits miss the probe's bound it is
+     * served as asked with a warning stating the measured cosine; when it cannot be made at all the
+     * start stops with an error naming ORTSERVE_ENGINE_WEIGHT_PRECISION / ORTSERVE_ENGINE_KV_CACHE_DTYPE
+     * (float16 KV on a graph without GroupQueryAttention too, {@link #checkKvDtype}).
      */
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
         if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of());
-        boolean quantized = wanted.precision() != WeightPrecision.MODEL;
+        boolean lossy = wanted.lossy(); // quantized weights or float16 KV: held to a bound, never swapped silently
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
             GraphRewriter.Result cached = GraphRewriter.verifiedEntry(modelFile, wanted, context, options.rewriteCache());
@@ -178,21 +211,21 @@ public final class ModelLoader {
         // a quantized target is compared within 0.995 / 0.95: the original then runs unpacked (half the peak of
         // a cold quantized start); an exact rewrite is held to float rounding, so the original runs as served
         // (MatMulNBits kernels differ with and without prepacking)
-        OrtSession original = open(env, modelFile, options, quantized);
+        OrtSession original = open(env, modelFile, options, lossy);
         DecoderSpec spec;
         RewriteProbe.Outcome expected;
         try {
             spec = genai ? genaiSpec(dir, original, options, alignment) : optimumSpec(dir, original, options, alignment);
+            if (alignment == KvAlignment.END) checkKvDtype(options, spec, modelFile); // before anything is rewritten
             expected = RewriteProbe.run(env, spec, original);
         } catch (OrtException | RuntimeException e) {
             if (e instanceof ModelLoadException m) {
                 release(original);
                 throw m;
             }
-            if (quantized) {
+            if (lossy) {
                 release(original);
-                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot run the load check on "
-                        + modelFile + " (" + e.getMessage() + ")", e);
+                throw new ModelLoadException(lossySettings(wanted) + ": cannot run the load check on " + modelFile + " (" + e.getMessage() + ")", e);
             }
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
             release(original);
@@ -212,10 +245,15 @@ public final class ModelLoader {
                 System.gc();
             }
             candidate = open(env, result.file(), options);
-            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, spec, candidate), wanted);
+            // float16 KV changes the session's KV type: the probe runs the candidate with its own spec
+            DecoderSpec candidateSpec = genai ? genaiSpec(dir, candidate, options, alignment) : optimumSpec(dir, candidate, options, alignment);
+            // what was made: float16 KV asked of a graph whose KV is float16 already is an exact rewrite
+            RewriteOptions made = result.applied().stream().anyMatch(r -> r.startsWith(GraphRewriter.HALF_KV)) ? wanted
+                    : wanted.withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.AUTO);
+            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, candidateSpec, candidate), made);
             String warning = null;
             if (!agreement.agrees()) {
-                if (!quantized) {
+                if (!made.lossy()) {
                     LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
                             String.join(", ", result.applied()), agreement.mismatch());
                     release(candidate);
@@ -223,15 +261,23 @@ public final class ModelLoader {
                     GraphRewriter.discard(result);
                     return new Rewritten(handOver(open(env, modelFile, options)), List.of());
                 }
-                warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
-                                + "below the %.3f expected of %s weights (%s); serving %s as asked: expect its output to differ from the "
-                                + "original's (a random-weight or outlier-heavy model quantizes worse), or set %s=model or int8",
-                        PRECISION_SETTING, wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine(),
-                        wanted.precision().name().toLowerCase(), agreement.mismatch(), wanted.precision().name().toLowerCase(), PRECISION_SETTING);
+                if (made.precision() != WeightPrecision.MODEL) {
+                    warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
+                                    + "below the %.3f expected of %s weights%s (%s); serving %s as asked: expect its output to differ from the "
+                                    + "original's (a random-weight or outlier-heavy model quantizes worse), or set %s=model or int8",
+                            PRECISION_SETTING, wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine(),
+                            wanted.precision().name().toLowerCase(), made.halfKv() ? " and float16 KV" : "", agreement.mismatch(),
+                            wanted.precision().name().toLowerCase(), PRECISION_SETTING);
+                } else {
+                    warning = String.format("%s=float16: the model's logits with float16 KV agree with the original's at cosine %.5f on the "
+                                    + "load probe, below the %.4f expected of float16 KV (%s); serving it as asked: expect its output to "
+                                    + "differ from the original's, or set %s=auto",
+                            KV_DTYPE_SETTING, agreement.cosine(), agreement.minCosine(), agreement.mismatch(), KV_DTYPE_SETTING);
+                }
                 LOG.warn(warning);
-            } else if (quantized) {
-                LOG.infof("%s weights agree with the original on the load probe (logit cosine %.5f >= %.3f)",
-                        wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine());
+            } else if (made.lossy()) {
+                LOG.infof("%s: the logits agree with the original's on the load probe (cosine %.6f >= %.4f)",
+                        lossySettings(made), agreement.cosine(), agreement.minCosine());
             }
             GraphRewriter.markVerified(result, warning);
             return new Rewritten(handOver(candidate), result.applied());
@@ -245,10 +291,10 @@ public final class ModelLoader {
                 }
             }
             if (e instanceof ModelLoadException m) throw m;
-            if (quantized) {
-                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot make the "
-                        + wanted.precision().name().toLowerCase() + " model from " + modelFile + " (" + e.getMessage() + "); set "
-                        + PRECISION_SETTING + "=model to serve it as exported", e);
+            if (lossy) {
+                String what = wanted.precision() != WeightPrecision.MODEL ? wanted.precision().name().toLowerCase() : "float16-KV";
+                throw new ModelLoadException(lossySettings(wanted) + ": cannot make the " + what + " model from " + modelFile + " ("
+                        + e.getMessage() + "); set " + exactSettings(wanted) + " to serve it as exported", e);
             }
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of());

@@ -8,11 +8,21 @@ package dev.ortserve.engine.rewrite;
  * @param fuseNorms          RMSNorm subgraphs become onnxruntime's SimplifiedLayerNormalization
  * @param fuseRotary         rotary (rotate_half) subgraphs become onnxruntime's RotaryEmbedding
  * @param packProjections    constant-weight MatMuls reading the same activations (q/k/v, gate/up) become one
+ * @param kvCacheDtype       {@link KvCacheDtype#FLOAT16}: GroupQueryAttention runs in float16 with float16 KV ({@link HalfKv})
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
-                             boolean packProjections) {
+                             boolean packProjections, KvCacheDtype kvCacheDtype) {
 
     public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false, false);
+
+    public RewriteOptions {
+        if (kvCacheDtype == null) kvCacheDtype = KvCacheDtype.AUTO;
+    }
+
+    /** The model's own KV dtype. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, KvCacheDtype.AUTO);
+    }
 
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary) {
         this(lastPositionLogits, precision, fuseNorms, fuseRotary, false);
@@ -31,13 +41,28 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return new RewriteOptions(true, precision, true, true, true);
     }
 
+    /** These options with the KV cache in {@code dtype}. */
+    public RewriteOptions withKvCacheDtype(KvCacheDtype dtype) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, dtype);
+    }
+
+    /** Float16 KV asked for ({@link KvCacheDtype#FLOAT16}). */
+    public boolean halfKv() {
+        return kvCacheDtype == KvCacheDtype.FLOAT16;
+    }
+
+    /** The served model computes differently from the original by design (quantized weights, float16 KV): checked within a bound, not exactly. */
+    public boolean lossy() {
+        return precision != WeightPrecision.MODEL || halfKv();
+    }
+
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections;
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || halfKv();
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
-                + (packProjections ? "-packed" : "");
+                + (packProjections ? "-packed" : "") + (halfKv() ? "-kvf16" : "");
     }
 }
