@@ -38,7 +38,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>
  * {@code -Dbench.precision=model|int8|int4} (default model: fp32) serves the weights quantized on load
  * as the server's {@code --weight-precision} does; {@code -Dbench.kv=inplace} measures the in-place
- * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so). Each cell also
+ * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so);
+ * {@code -Dbench.kv-dtype=float16} (default auto: the model's fp32) serves float16 KV as the server's
+ * ORTSERVE_ENGINE_KV_CACHE_DTYPE=float16 does (the precision column then reads e.g. fp32/kv-float16). Each cell also
  * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
  * in-place path), to target/long-context-decode.tsv, appended.
  */
@@ -51,6 +53,7 @@ class LongContextDecodeBenchmark {
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
     static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
+    static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "auto"));
     static final boolean COPYING = !"inplace".equals(System.getProperty("bench.kv", "both"));
     private static final AtomicInteger IDS = new AtomicInteger();
 
@@ -59,8 +62,9 @@ class LongContextDecodeBenchmark {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
         Path dir = ModelGenerator.ensureGroupQueryAttention(SIZE, models);
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
-                .withRewrite(RewriteOptions.defaults(PRECISION), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
-        String precision = PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase();
+                .withRewrite(RewriteOptions.defaults(PRECISION).withKvCacheDtype(KV_DTYPE), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+        String precision = (PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase())
+                + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.AUTO ? "" : "/kv-float16");
         StringBuilder report = new StringBuilder(String.format("long-context decode, %s GroupQueryAttention variant, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
