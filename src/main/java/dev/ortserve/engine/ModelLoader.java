@@ -211,7 +211,8 @@ public final class ModelLoader {
         // a quantized target is compared within 0.995 / 0.95: the original then runs unpacked (half the peak of
         // a cold quantized start); an exact rewrite is held to float rounding, so the original runs as served
         // (MatMulNBits kernels differ with and without prepacking)
-        OrtSession original = open(env, modelFile, options, lossy);
+        // (float16 KV alone: run as served, like an exact rewrite; it may turn out exact, on a graph whose KV is float16 already)
+        OrtSession original = open(env, modelFile, options, wanted.precision() != WeightPrecision.MODEL);
         DecoderSpec spec;
         RewriteProbe.Outcome expected;
         try {

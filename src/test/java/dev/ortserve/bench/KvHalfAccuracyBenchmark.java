@@ -29,10 +29,11 @@ import java.util.SplittableRandom;
 /**
  * Accuracy of float16 KV (ORTSERVE_ENGINE_KV_CACHE_DTYPE=float16) against fp32 KV on the generator's
  * GroupQueryAttention variant of a model ({@code bench.size}, default BENCH), both with the server's
- * default rewrites: for each prompt length ({@code bench.prompts}, default 35 and 1600 tokens) the
+ * default rewrites: for each prompt length ({@code bench.prompts}, default 35 and 1600 tokens) and
+ * each of {@code bench.samples} random prompts (default 4) the
  * logits of the prompt's last position and of {@code bench.output} (default 64) decode steps fed
  * fp32's greedy ids (teacher forcing: {@link LogitAgreement}): lowest and mean cosine, largest
- * absolute difference, steps whose arg max agrees; then the engine's own greedy ids (4 prompts at
+ * absolute difference, steps whose arg max agrees; then the engine's own greedy ids (the prompts at
  * once, EOS ignored): tokens in the common prefix of fp16's and fp32's. Run with
  * {@code ./mvnw -Pbench test -Dtest=KvHalfAccuracyBenchmark}; the table goes to stdout and
  * target/kv-half-accuracy-report.md.
@@ -43,6 +44,7 @@ class KvHalfAccuracyBenchmark {
     static final ModelSize SIZE = ModelSize.parse(System.getProperty("bench.size", "BENCH"));
     static final int[] PROMPTS = Arrays.stream(System.getProperty("bench.prompts", "35,1600").split(",")).mapToInt(Integer::parseInt).toArray();
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
+    static final int SAMPLES = Integer.getInteger("bench.samples", 4);
 
     @Test
     void run() throws Exception {
@@ -51,15 +53,15 @@ class KvHalfAccuracyBenchmark {
         RewriteOptions fp32Kv = RewriteOptions.defaults(WeightPrecision.MODEL);
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO);
         StringBuilder report = new StringBuilder(String.format("float16 KV vs fp32 KV, %s GroupQueryAttention variant, default rewrites, "
-                + "4 prompts per length, %d decode steps each (teacher-forced with fp32's greedy ids)%n%n", SIZE.id(), OUTPUT));
-        report.append("| prompt tokens | logit cosine min | mean | max abs diff | largest abs logit | arg max agrees (4 prompts) | greedy ids (engine, 4 streams): common prefix |\n")
+                + "%d prompts per length, %d decode steps each (teacher-forced with fp32's greedy ids)%n%n", SIZE.id(), SAMPLES, OUTPUT));
+        report.append("| prompt tokens | logit cosine min | mean | max abs diff | largest abs logit | arg max agrees | greedy ids (engine, the prompts at once): common prefix |\n")
                 .append("|---|---|---|---|---|---|---|\n");
         SplittableRandom random = new SplittableRandom(5);
         try (LoadedModel fp32 = ModelLoader.load(dir, base.withRewrite(fp32Kv, cache));
              LoadedModel fp16 = ModelLoader.load(dir, base.withRewrite(fp32Kv.withKvCacheDtype(KvCacheDtype.FLOAT16), cache))) {
             for (int length : PROMPTS) {
                 List<int[]> prompts = new ArrayList<>();
-                for (int i = 0; i < 4; i++) {
+                for (int i = 0; i < SAMPLES; i++) {
                     int[] p = new int[length];
                     for (int j = 0; j < length; j++) p[j] = 300 + random.nextInt(SIZE.vocabSize - 300);
                     prompts.add(p);
