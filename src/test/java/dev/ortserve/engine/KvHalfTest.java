@@ -107,7 +107,11 @@ class KvHalfTest {
         }
         assertEquals(2, entries.size(), entries.toString());
         assertEquals(1, entries.stream().filter(p -> p.getFileName().toString().contains("-kvf16-")).count(), entries.toString());
-        for (Path e : entries) assertTrue(Files.readString(e.resolve("manifest.json")).contains("\"verified\" : true"), e.toString());
+        for (Path e : entries) {
+            String manifest = Files.readString(e.resolve("manifest.json"));
+            assertTrue(manifest.contains("\"verified\" : true"), e.toString());
+            assertTrue(!manifest.contains("\"warning\""), "within the probe's bound, no warning: " + manifest);
+        }
         try (LoadedModel again = ModelLoader.load(gqa, EngineOptions.defaults().withRewrite(FP16_KV, dir.resolve("cache")))) {
             assertHalfKv(again);
         }
