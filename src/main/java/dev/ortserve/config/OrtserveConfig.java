@@ -232,6 +232,14 @@ public interface OrtserveConfig {
         @WithDefault("model")
         String weightPrecision();
 
+        /**
+         * Element type of the KV cache: auto (the model's own) or float16 (GroupQueryAttention graphs: the op runs in
+         * float16 with float16 past/present, a graph rewrite on load checked against the original within a logit
+         * cosine bound; half the KV bytes per token). Graphs without GroupQueryAttention stop the start with float16.
+         */
+        @WithDefault("auto")
+        String kvCacheDtype();
+
         /** RMSNorm subgraphs are fused into onnxruntime's SimplifiedLayerNormalization on load (a graph rewrite, checked like the others). */
         @WithDefault("true")
         boolean fuseNorms();

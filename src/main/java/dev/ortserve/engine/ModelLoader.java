@@ -65,6 +65,7 @@ public final class ModelLoader {
             // a graph whose attention was rewritten to GroupQueryAttention is served right-padded
             KvAlignment served = rewritten.file.equals(onnxFile) ? alignment : alignment(rewritten.file);
             DecoderSpec spec = spec(dir, genai, Signature.of(session), options, served);
+            checkKvDtype(options, spec, onnxFile);
             TextTokenizer tokenizer;
             try {
                 tokenizer = TextTokenizer.load(tokenizerFile);
@@ -160,6 +161,38 @@ public final class ModelLoader {
     }
 
     private static final String PRECISION_SETTING = "ORTSERVE_ENGINE_WEIGHT_PRECISION";
+    static final String KV_DTYPE_SETTING = "ORTSERVE_ENGINE_KV_CACHE_DTYPE";
+
+    /** The lossy settings asked for, as the operator wrote them (for messages): weight precision, KV dtype or both. */
+    private static String lossySettings(RewriteOptions wanted) {
+        List<String> out = new java.util.ArrayList<>();
+        if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase());
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=float16");
+        return String.join(" and ", out);
+    }
+
+    /** What to set to serve the model as exported instead. */
+    private static String exactSettings(RewriteOptions wanted) {
+        List<String> out = new java.util.ArrayList<>();
+        if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=model");
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=auto");
+        return String.join(" and ", out);
+    }
+
+    /**
+     * float16 KV was asked for but the served model's KV is not float16: the start stops (the KV budget and the
+     * concurrency it allows were planned at half the bytes per token; serving fp32 KV silently would double them).
+     */
+    static void checkKvDtype(EngineOptions options, DecoderSpec spec, Path modelFile) {
+        if (options.rewrite() == null || !options.rewrite().halfKv() || spec.kvType() == OnnxJavaType.FLOAT16) return;
+        throw new ModelLoadException(KV_DTYPE_SETTING + "=float16: " + modelFile + (spec.alignment() == KvAlignment.END
+                ? " has explicit attention (an Optimum-style export without GroupQueryAttention) that was not rewritten into GroupQueryAttention"
+                        + " (ORTSERVE_ENGINE_FUSE_ATTENTION off, or the rewrite did not fit: see the rewrite lines above); float16 KV is made by"
+                        + " running onnxruntime's GroupQueryAttention in float16. Its KV stays " + spec.kvType().name().toLowerCase() + ": set "
+                        + KV_DTYPE_SETTING + "=auto (or serve an fp16 export of the model)"
+                : " keeps " + spec.kvType().name().toLowerCase() + " KV: the float16 rewrite did not apply (" + (options.rewriteCache() == null
+                        ? "no rewrite cache directory" : "see the rewrite lines above") + "); set " + KV_DTYPE_SETTING + "=auto to serve it as exported"));
+    }
 
     /**
      * The session to serve: the rewritten graph when rewrites are asked for and apply (from the
@@ -168,13 +201,15 @@ public final class ModelLoader {
      * original runs the probe and is released, then the rewrite is written (streamed: see
      * GraphRewriter), then the rewritten model runs the probe. An exact (graph-only) rewrite that
      * fails or does not match is dropped with a warning and the original served. A quantized
-     * precision is never swapped silently: when its logits miss the probe's bound it is served as
-     * asked with a warning stating the measured cosine; when it cannot be made at all the start
-     * stops with an error naming ORTSERVE_ENGINE_WEIGHT_PRECISION.
+     * precision or float16 KV is never swapped silently: when its logits miss the probe's bound it is
+     * served as asked with a warning stating the measured cosine; when it cannot be made at all the
+     * start stops with an error naming ORTSERVE_ENGINE_WEIGHT_PRECISION / ORTSERVE_ENGINE_KV_CACHE_DTYPE
+     * (float16 KV on a graph left without GroupQueryAttention too, {@link #checkKvDtype}).
      */
     private static Rewritten rewritten(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
         RewriteOptions wanted = options.rewrite();
         if (wanted == null || !wanted.any() || options.rewriteCache() == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+        boolean lossy = wanted.lossy(); // quantized weights or float16 KV: held to a bound, never swapped silently
         boolean quantized = wanted.precision() != WeightPrecision.MODEL;
         int context = modelContext(dir, genai); // the rotary caches cover the model's whole context
         try {
@@ -193,14 +228,16 @@ public final class ModelLoader {
         DecoderSpec spec;
         RewriteProbe.Outcome expected;
         try {
+            // (float16 KV alone: the original runs as served, like an exact rewrite; it may turn out exact, on a graph whose KV is float16 already)
             Reference reference = reference(env, dir, genai, modelFile, alignment, options, quantized);
             spec = reference.spec();
             expected = reference.outcome();
+            // float16 KV needs GroupQueryAttention: explicit attention left as it is cannot give it (before anything is rewritten)
+            if (alignment == KvAlignment.END && !wanted.fuseAttention()) checkKvDtype(options, spec, modelFile);
         } catch (OrtException | RuntimeException e) {
             if (e instanceof ModelLoadException m) throw m;
-            if (quantized) {
-                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot run the load check on "
-                        + modelFile + " (" + e.getMessage() + ")", e);
+            if (lossy) {
+                throw new ModelLoadException(lossySettings(wanted) + ": cannot run the load check on " + modelFile + " (" + e.getMessage() + ")", e);
             }
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
@@ -217,11 +254,15 @@ public final class ModelLoader {
                 System.gc();
             }
             candidate = open(env, result.file(), options);
-            DecoderSpec candidateSpec = spec.withAlignment(alignment(result.file()));
-            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, candidateSpec, candidate), wanted);
+            // the candidate runs the probe with its own spec: a graph rewritten to GroupQueryAttention is right-padded, float16 KV changes its KV type
+            DecoderSpec candidateSpec = spec(dir, genai, Signature.of(candidate), options, alignment(result.file()));
+            // what was made: float16 KV asked of a graph whose KV is float16 already is an exact rewrite
+            RewriteOptions made = result.applied().stream().anyMatch(r -> r.startsWith(GraphRewriter.HALF_KV)) ? wanted
+                    : wanted.withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.AUTO);
+            RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, candidateSpec, candidate), made);
             String warning = null;
             if (!agreement.agrees()) {
-                if (!quantized) {
+                if (!made.lossy()) {
                     LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
                             String.join(", ", result.applied()), agreement.mismatch());
                     release(candidate);
@@ -229,15 +270,23 @@ public final class ModelLoader {
                     GraphRewriter.discard(result);
                     return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
                 }
-                warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
-                                + "below the %.3f expected of %s weights (%s); serving %s as asked: expect its output to differ from the "
-                                + "original's (a random-weight or outlier-heavy model quantizes worse), or set %s=model or int8",
-                        PRECISION_SETTING, wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine(),
-                        wanted.precision().name().toLowerCase(), agreement.mismatch(), wanted.precision().name().toLowerCase(), PRECISION_SETTING);
+                if (made.precision() != WeightPrecision.MODEL) {
+                    warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
+                                    + "below the %.3f expected of %s weights%s (%s); serving %s as asked: expect its output to differ from the "
+                                    + "original's (a random-weight or outlier-heavy model quantizes worse), or set %s=model or int8",
+                            PRECISION_SETTING, wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine(),
+                            wanted.precision().name().toLowerCase(), made.halfKv() ? " and float16 KV" : "", agreement.mismatch(),
+                            wanted.precision().name().toLowerCase(), PRECISION_SETTING);
+                } else {
+                    warning = String.format("%s=float16: the model's logits with float16 KV agree with the original's at cosine %.5f on the "
+                                    + "load probe, below the %.4f expected of float16 KV (%s); serving it as asked: expect its output to "
+                                    + "differ from the original's, or set %s=auto",
+                            KV_DTYPE_SETTING, agreement.cosine(), agreement.minCosine(), agreement.mismatch(), KV_DTYPE_SETTING);
+                }
                 LOG.warn(warning);
-            } else if (quantized) {
-                LOG.infof("%s weights agree with the original on the load probe (logit cosine %.5f >= %.3f)",
-                        wanted.precision().name().toLowerCase(), agreement.cosine(), agreement.minCosine());
+            } else if (made.lossy()) {
+                LOG.infof("%s: the logits agree with the original's on the load probe (cosine %.6f >= %.4f)",
+                        lossySettings(made), agreement.cosine(), agreement.minCosine());
             }
             GraphRewriter.markVerified(result, warning);
             return new Rewritten(handOver(candidate), result.applied(), result.file());
@@ -251,10 +300,10 @@ public final class ModelLoader {
                 }
             }
             if (e instanceof ModelLoadException m) throw m;
-            if (quantized) {
-                throw new ModelLoadException(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase() + ": cannot make the "
-                        + wanted.precision().name().toLowerCase() + " model from " + modelFile + " (" + e.getMessage() + "); set "
-                        + PRECISION_SETTING + "=model to serve it as exported", e);
+            if (lossy) {
+                String what = wanted.precision() != WeightPrecision.MODEL ? wanted.precision().name().toLowerCase() : "float16-KV";
+                throw new ModelLoadException(lossySettings(wanted) + ": cannot make the " + what + " model from " + modelFile + " ("
+                        + e.getMessage() + "); set " + exactSettings(wanted) + " to serve it as exported", e);
             }
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);

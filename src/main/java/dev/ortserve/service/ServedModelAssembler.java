@@ -7,6 +7,7 @@ import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.rewrite.KvCacheDtype;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.parse.ParserSelection;
@@ -75,13 +76,19 @@ final class ServedModelAssembler {
         } catch (IllegalArgumentException e) {
             throw new ModelLoadException("ORTSERVE_ENGINE_WEIGHT_PRECISION: " + e.getMessage(), e);
         }
+        KvCacheDtype kvDtype;
+        try {
+            kvDtype = KvCacheDtype.parse(config.engine().kvCacheDtype());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("ORTSERVE_ENGINE_KV_CACHE_DTYPE: " + e.getMessage(), e);
+        }
         return new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
                 config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
-                        config.engine().packProjections(), config.engine().fuseAttention()), config.modelCacheDir().resolve("rewritten"),
+                        config.engine().packProjections(), config.engine().fuseAttention(), kvDtype), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
                 config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
     }

@@ -38,7 +38,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * <p>
  * {@code -Dbench.precision=model|int8|int4} (default model: fp32) serves the weights quantized on load
  * as the server's {@code --weight-precision} does; {@code -Dbench.kv=inplace} measures the in-place
- * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so). Each cell also
+ * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so);
+ * {@code -Dbench.kv-dtype=float16} (default auto: the model's fp32) serves float16 KV as the server's
+ * ORTSERVE_ENGINE_KV_CACHE_DTYPE=float16 does (the precision column then reads e.g. fp32/kv-float16);
+ * {@code -Dbench.kv-dtype=both} compares fp32 KV with float16 KV instead, both in place, rounds alternating
+ * (the "copying" columns are then fp32 KV, the "in place" ones float16 KV). Each cell also
  * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
  * in-place path), to target/long-context-decode.tsv, appended.
  * <p>
@@ -56,7 +60,10 @@ class LongContextDecodeBenchmark {
     static final int OUTPUT = Integer.getInteger("bench.output", 64);
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
     static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
-    static final boolean COPYING = !"inplace".equals(System.getProperty("bench.kv", "both"));
+    static final boolean KV_BOTH = "both".equals(System.getProperty("bench.kv-dtype"));
+    static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.AUTO
+            : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "auto"));
+    static final boolean COPYING = KV_BOTH || !"inplace".equals(System.getProperty("bench.kv", "both"));
     static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
     private static final AtomicInteger IDS = new AtomicInteger();
 
@@ -65,23 +72,31 @@ class LongContextDecodeBenchmark {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
         Path dir = OPTIMUM ? ModelGenerator.ensure(SIZE, models) : ModelGenerator.ensureGroupQueryAttention(SIZE, models);
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
-                .withRewrite(RewriteOptions.defaults(PRECISION), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
-        EngineOptions fused = base.withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(true), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
-        String precision = PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase();
+                .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(false).withKvCacheDtype(KV_DTYPE),
+                        Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+        EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
+        String precision = (PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase())
+                + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.AUTO ? "" : "/kv-float16");
         StringBuilder report = new StringBuilder(String.format("long-context decode, %s %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
                 SIZE.id(), OPTIMUM ? "Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : "GroupQueryAttention variant",
                 precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
         StringBuilder tsv = new StringBuilder();
-        report.append("| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n");
+        String header = "| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n";
+        report.append(KV_BOTH ? header.replace("in place", "fp16 KV").replace("copying", "fp32 KV") : header);
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
-        try (LoadedModel model = ModelLoader.load(dir, base); LoadedModel fusedModel = OPTIMUM ? ModelLoader.load(dir, fused) : null) {
-            if (OPTIMUM && !fusedModel.rewrites().stream().anyMatch(r -> r.startsWith("attention as GroupQueryAttention"))) {
-                throw new IllegalStateException("attention not fused: " + fusedModel.rewrites());
+        try (LoadedModel model = ModelLoader.load(dir, base);
+             LoadedModel other = OPTIMUM ? ModelLoader.load(dir, fused)
+                     : KV_BOTH ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16),
+                     base.rewriteCache())) : null) {
+            if (OPTIMUM && other.rewrites().stream().noneMatch(r -> r.startsWith("attention as GroupQueryAttention"))) {
+                throw new IllegalStateException("attention not fused: " + other.rewrites());
             }
-            try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, base);
-                 ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(OPTIMUM ? fusedModel : model, base.withKvInPlace(true))) {
+            // bench.kv-dtype=both: fp32 KV in place (the "copying" slot) against float16 KV in place; bench.layout=optimum: as exported
+            // (copying) against the attention fused (in place)
+            try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, KV_BOTH ? base.withKvInPlace(true) : base);
+                 ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(other != null ? other : model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
                 if (COPYING) measure(copying, 35, 1, model);
                 measure(inPlace, 35, 1, model);
@@ -103,14 +118,16 @@ class LongContextDecodeBenchmark {
                                 median(stream[0]), median(stream[1]), median(ttft[0]), median(ttft[1]));
                         System.out.println(row);
                         report.append(row).append('\n');
-                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], i, median(stream[1]), median(ttft[1])));
+                        if (KV_BOTH) tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], c, median(stream[0]), median(ttft[0])));
+                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision + (KV_BOTH ? "/kv-float16" : ""), PROMPTS[p], STREAMS[s], i,
+                                median(stream[1]), median(ttft[1])));
                     }
                 }
             }
         }
         if (PROMPTS.length > 1) {
             report.append("\nlong / short ratio (").append(PROMPTS[PROMPTS.length - 1]).append(" / ").append(PROMPTS[0]).append(" tokens):\n\n");
-            report.append("| streams | copying | in place |\n|---|---|---|\n");
+            report.append(KV_BOTH ? "| streams | fp32 KV | fp16 KV |\n|---|---|---|\n" : "| streams | copying | in place |\n|---|---|---|\n");
             for (int s = 0; s < STREAMS.length; s++) {
                 report.append(String.format("| %d | %.2fx | %.2fx |%n", STREAMS[s],
                         rates.get(false)[PROMPTS.length - 1][s] / rates.get(false)[0][s], rates.get(true)[PROMPTS.length - 1][s] / rates.get(true)[0][s]));

@@ -25,7 +25,8 @@ import java.util.List;
  * so the loader can release one session before it opens the next and never holds two models.
  * The last position's logits must agree: same arg max and cosine similarity at least 0.9999 for
  * exact rewrites, 0.995 with int8 weights, 0.95 with int4 (block quantization moves logits by
- * design); exact rewrites must also give every layer's present K and V within 1e-4 of their
+ * design), 0.999 with float16 KV (float16 attention rounds by design; the lower bound when both
+ * are asked); exact rewrites must also give every layer's present K and V within 1e-4 of their
  * largest value.
  */
 public final class RewriteProbe {
@@ -49,6 +50,15 @@ public final class RewriteProbe {
 
     static double minCosine(WeightPrecision precision) {
         return precision == WeightPrecision.INT4 ? 0.95 : precision == WeightPrecision.INT8 ? 0.995 : 0.9999;
+    }
+
+    /** The bound for float16 KV alone (float16 attention arithmetic and KV: rounding of 2^-11 relative, not a quantization). */
+    static final double HALF_KV_MIN_COSINE = 0.999;
+
+    /** The lowest logit cosine these rewrites may give: the weights' bound, and float16 KV's when asked (the lower of the two). */
+    static double minCosine(RewriteOptions options) {
+        double weights = minCosine(options.precision());
+        return options.halfKv() ? Math.min(weights, HALF_KV_MIN_COSINE) : weights;
     }
 
     /** Runs the probe on one session and copies out what the comparison needs. */
@@ -95,8 +105,8 @@ public final class RewriteProbe {
 
     /** Compares the rewritten model's outcome with the original's. */
     public static Agreement compare(Outcome a, Outcome b, RewriteOptions options) {
-        double minCosine = minCosine(options.precision());
-        boolean exact = options.precision() == WeightPrecision.MODEL;
+        double minCosine = minCosine(options);
+        boolean exact = !options.lossy();
         if (a.lastLogits()[0].length != b.lastLogits()[0].length) {
             return new Agreement("vocabulary " + a.lastLogits()[0].length + " vs " + b.lastLogits()[0].length, Double.NaN, minCosine);
         }

@@ -22,7 +22,7 @@ import java.util.stream.Stream;
 
 /**
  * Rewrites a decoder graph on load (rotary and RMSNorm fusions, last-position logits, packed
- * projections, block-quantized weights) and keeps the
+ * projections, block-quantized weights, float16 KV) and keeps the
  * result in a cache directory keyed by the model file's hash, this rewriter's version and the
  * options, so a restart loads it directly. A cache entry is trusted only if its manifest matches
  * the key and the hashes of the files it lists; anything else is rebuilt. What was done, and how
@@ -37,6 +37,8 @@ public final class GraphRewriter {
     public static final String PACKED_PROJECTIONS = "projections packed";
     /** The decoder input the attention fusion derives each row's length from. */
     static final String ATTENTION_MASK = "attention_mask";
+    /** What the float16 KV rewrite is listed as among the applied rewrites (followed by the nodes it moved). */
+    public static final String HALF_KV = HalfKv.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -126,6 +128,11 @@ public final class GraphRewriter {
             int n = RmsNormFusion.apply(g);
             if (n > 0) applied.add("RMSNorm fused (" + n + " SimplifiedLayerNormalization)");
             else skipped.add("RMSNorm fusion: no RMSNorm subgraph of the known shapes");
+        }
+        if (options.halfKv()) { // last: it only wraps the GroupQueryAttention nodes the others left as they were
+            HalfKv.Outcome o = HalfKv.apply(g);
+            if (o.nodes() > 0) applied.add(HALF_KV + " (" + o.nodes() + " GroupQueryAttention in float16)");
+            else skipped.add(HALF_KV + ": " + o.reason());
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;

@@ -9,15 +9,29 @@ package dev.ortserve.engine.rewrite;
  * @param fuseRotary         rotary (rotate_half) subgraphs become onnxruntime's RotaryEmbedding
  * @param packProjections    constant-weight MatMuls reading the same activations (q/k/v, gate/up) become one
  * @param fuseAttention      explicit attention becomes GroupQueryAttention (served right-padded, KV written in place)
+ * @param kvCacheDtype       {@link KvCacheDtype#FLOAT16}: GroupQueryAttention runs in float16 with float16 KV ({@link HalfKv})
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
-                             boolean packProjections, boolean fuseAttention) {
-
-    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections) {
-        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false);
-    }
+                             boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype) {
 
     public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false, false);
+
+    /** No attention fusion, the model's own KV dtype. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false, KvCacheDtype.AUTO);
+    }
+
+    /** The model's own KV dtype. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections,
+                          boolean fuseAttention) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, KvCacheDtype.AUTO);
+    }
+
+    /** No attention fusion. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections,
+                          KvCacheDtype kvCacheDtype) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false, kvCacheDtype);
+    }
 
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary) {
         this(lastPositionLogits, precision, fuseNorms, fuseRotary, false);
@@ -31,23 +45,38 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
-    /** The same with explicit attention fused into GroupQueryAttention (or not). */
-    public RewriteOptions withFuseAttention(boolean fuse) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse);
-    }
-
     /** The server's defaults (every rewrite on but the attention fusion, which is opt-in) at this weight precision. */
     public static RewriteOptions defaults(WeightPrecision precision) {
         return new RewriteOptions(true, precision, true, true, true);
     }
 
+    /** The same with explicit attention fused into GroupQueryAttention (or not). */
+    public RewriteOptions withFuseAttention(boolean fuse) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype);
+    }
+
+    /** These options with the KV cache in {@code dtype}. */
+    public RewriteOptions withKvCacheDtype(KvCacheDtype dtype) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype);
+    }
+
+    /** Float16 KV asked for ({@link KvCacheDtype#FLOAT16}). */
+    public boolean halfKv() {
+        return kvCacheDtype == KvCacheDtype.FLOAT16;
+    }
+
+    /** The served model computes differently from the original by design (quantized weights, float16 KV): checked within a bound, not exactly. */
+    public boolean lossy() {
+        return precision != WeightPrecision.MODEL || halfKv();
+    }
+
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention;
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv();
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
-                + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "");
+                + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "") + (halfKv() ? "-kvf16" : "");
     }
 }

@@ -1,0 +1,16 @@
+package dev.ortserve.engine.rewrite;
+
+/** The element type of the KV cache as served: the model's own, or float16 (a graph rewrite on load, {@link HalfKv}). */
+public enum KvCacheDtype {
+    /** As exported (an fp32 graph keeps fp32 KV, an fp16 export fp16). */
+    AUTO,
+    /** float16 KV (like vLLM's --kv-cache-dtype, llama.cpp's -ctk/-ctv f16): GroupQueryAttention graphs only. */
+    FLOAT16;
+
+    public static KvCacheDtype parse(String value) {
+        String v = value == null ? "" : value.trim();
+        if (v.equalsIgnoreCase("auto")) return AUTO;
+        if (v.equalsIgnoreCase("float16") || v.equalsIgnoreCase("fp16") || v.equalsIgnoreCase("f16")) return FLOAT16;
+        throw new IllegalArgumentException("Unknown KV cache dtype '" + value + "' (valid: auto, float16)");
+    }
+}
