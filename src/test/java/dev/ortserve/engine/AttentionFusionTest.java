@@ -75,6 +75,28 @@ class AttentionFusionTest {
         }
     }
 
+    /** The fusion runs before the float16 KV rewrite, so an Optimum export gets float16 KV through it (refused without it). */
+    @Test
+    void anOptimumExportGetsFloat16KvThroughTheFusion() throws Exception {
+        List<List<Integer>> plain;
+        try (LoadedModel model = ModelLoader.load(tiny, EngineOptions.defaults())) {
+            plain = GraphRewriteTest.greedy(model, EngineOptions.defaults(), GraphRewriteTest.prompts(model), 24);
+        }
+        EngineOptions options = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL).withFuseAttention(true)
+                .withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16), dir.resolve("cache-fused-f16"));
+        try (LoadedModel model = ModelLoader.load(tiny, options)) {
+            assertTrue(model.rewrites().contains(GroupQueryAttentionFusionName.of(2)), model.rewrites().toString());
+            assertTrue(model.rewrites().stream().anyMatch(r -> r.startsWith(GraphRewriter.HALF_KV)), model.rewrites().toString());
+            assertEquals(ai.onnxruntime.OnnxJavaType.FLOAT16, model.spec().kvType());
+            assertEquals(KvAlignment.START, model.spec().alignment());
+            assertEquals(plain, GraphRewriteTest.greedy(model, options, GraphRewriteTest.prompts(model), 24));
+        }
+        EngineOptions unfused = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL).withFuseAttention(false)
+                .withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16), dir.resolve("cache-unfused-f16"));
+        ModelLoadException e = org.junit.jupiter.api.Assertions.assertThrows(ModelLoadException.class, () -> ModelLoader.load(tiny, unfused));
+        assertTrue(e.getMessage().startsWith("ORTSERVE_ENGINE_KV_CACHE_DTYPE=float16"), e.getMessage());
+    }
+
     @Test
     void theReferenceDecoderKeepsPyTorchsIds() throws Exception {
         Path ref = Path.of("src/test/resources/fixtures/reference-llama");
