@@ -254,9 +254,9 @@ public interface OrtserveConfig {
         /**
          * Explicit attention (Optimum and transformers' exports) is rewritten on load into onnxruntime's
          * GroupQueryAttention, so the graph is served right-padded with its KV written in place (see
-         * kv-in-place); checked on the load probe like the other rewrites. Opt-in while it is new.
+         * kv-in-place); checked on the load probe like the other rewrites.
          */
-        @WithDefault("false")
+        @WithDefault("true")
         boolean fuseAttention();
 
         /**

@@ -48,7 +48,8 @@ class AttentionFusionTest {
     @Test
     void theGeneratedModelIsServedRightPaddedInPlaceWithTheSameGreedyIds() throws Exception {
         List<List<Integer>> plain;
-        EngineOptions unfused = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), dir.resolve("cache-unfused"));
+        EngineOptions unfused = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL).withFuseAttention(false),
+                dir.resolve("cache-unfused"));
         try (LoadedModel model = ModelLoader.load(tiny, unfused)) {
             assertEquals(KvAlignment.END, model.spec().alignment());
             plain = GraphRewriteTest.greedy(model, unfused, GraphRewriteTest.prompts(model), 24);

@@ -45,9 +45,9 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
-    /** The server's defaults (every rewrite on but the attention fusion, which is opt-in) at this weight precision. */
+    /** The server's defaults (every rewrite on, the model's own KV dtype) at this weight precision. */
     public static RewriteOptions defaults(WeightPrecision precision) {
-        return new RewriteOptions(true, precision, true, true, true);
+        return new RewriteOptions(true, precision, true, true, true, true);
     }
 
     /** The same with explicit attention fused into GroupQueryAttention (or not). */
