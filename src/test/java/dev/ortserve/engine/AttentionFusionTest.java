@@ -106,15 +106,7 @@ class AttentionFusionTest {
         try (LoadedModel model = ModelLoader.load(ref, options)) {
             assertTrue(model.rewrites().contains(GroupQueryAttentionFusionName.of(2)), model.rewrites().toString());
             assertEquals(KvAlignment.START, model.spec().alignment());
-            List<int[]> prompts = new ArrayList<>();
-            for (JsonNode r : reference.get("refs")) prompts.add(EngineTestSupport.ints(r.get("prompt_ids")));
-            List<List<Integer>> got = GraphRewriteTest.greedy(model, options, prompts, 24);
-            int i = 0;
-            for (JsonNode r : reference.get("refs")) {
-                List<Integer> expected = new ArrayList<>();
-                r.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
-                assertEquals(expected, got.get(i++), "greedy ids of '" + r.get("prompt").asText() + "'");
-            }
+            GraphRewriteTest.assertReferenceIds(model, options, reference);
         }
     }
 

@@ -113,15 +113,20 @@ class GraphRewriteTest {
             // q/k/v and gate/up of both layers packed; its norms (Pow, Div, weights shared through Identity nodes): all five fused
             assertEquals(List.of("rotary fused (4 RotaryEmbedding)", GraphRewriter.LAST_POSITION_LOGITS,
                     GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)", "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
-            List<int[]> prompts = new ArrayList<>();
-            for (JsonNode ref : reference.get("refs")) prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
-            List<List<Integer>> got = greedy(model, options, prompts, 24);
-            int i = 0;
-            for (JsonNode ref : reference.get("refs")) {
-                List<Integer> expected = new ArrayList<>();
-                ref.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
-                assertEquals(expected, got.get(i++), "greedy ids of '" + ref.get("prompt").asText() + "'");
-            }
+            assertReferenceIds(model, options, reference);
+        }
+    }
+
+    /** The model's greedy ids, alone and batched, are the reference decoder's PyTorch ones (24 tokens each). */
+    static void assertReferenceIds(LoadedModel model, EngineOptions options, JsonNode reference) {
+        List<int[]> prompts = new ArrayList<>();
+        for (JsonNode ref : reference.get("refs")) prompts.add(EngineTestSupport.ints(ref.get("prompt_ids")));
+        List<List<Integer>> got = greedy(model, options, prompts, 24);
+        int i = 0;
+        for (JsonNode ref : reference.get("refs")) {
+            List<Integer> expected = new ArrayList<>();
+            ref.get("greedy_ids").forEach(n -> expected.add(n.asInt()));
+            assertEquals(expected, got.get(i++), "greedy ids of '" + ref.get("prompt").asText() + "'");
         }
     }
 

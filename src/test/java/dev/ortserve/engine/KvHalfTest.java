@@ -53,14 +53,7 @@ class KvHalfTest {
         gqa = ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, dir);
         fp32 = ModelLoader.load(gqa, EngineOptions.defaults().withRewrite(FP32_KV, dir.resolve("cache")));
         fp16 = ModelLoader.load(gqa, EngineOptions.defaults().withRewrite(FP16_KV, dir.resolve("cache")));
-        prompts = new ArrayList<>();
-        SplittableRandom random = new SplittableRandom(17);
-        for (int i = 0; i < 8; i++) prompts.add(prompt(random, 1 + random.nextInt(60)));
-        int[] shared = prompt(random, 50); // a prompt that shares a 50-token prefix with another (prefix-cache reuse inside a round)
-        int[] branch = java.util.Arrays.copyOf(shared, shared.length + 7);
-        for (int j = shared.length; j < branch.length; j++) branch[j] = 300 + random.nextInt(200);
-        prompts.add(shared);
-        prompts.add(branch);
+        prompts = KvInPlaceTest.prompts(new SplittableRandom(17), 8, false);
     }
 
     @AfterAll
@@ -69,15 +62,7 @@ class KvHalfTest {
         if (fp16 != null) fp16.close();
     }
 
-    private static int[] prompt(SplittableRandom random, int length) {
-        int[] p = new int[length];
-        for (int j = 0; j < p.length; j++) p[j] = 300 + random.nextInt(ModelSize.TINY.vocabSize - 300);
-        return p;
-    }
 
-    private static SamplingParams greedyNoEos(int max) {
-        return new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, max, 0, true, List.of(), List.of(), false, true, null);
-    }
 
     private static void assertHalfKv(LoadedModel model) throws Exception {
         DecoderSpec spec = model.spec();
@@ -156,9 +141,9 @@ class KvHalfTest {
     private static List<List<Integer>> run(LoadedModel model, EngineOptions options) {
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             List<List<Integer>> out = new ArrayList<>();
-            for (int[] p : prompts) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, greedyNoEos(24)))).tokens());
+            for (int[] p : prompts) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, KvInPlaceTest.greedyNoEos(24)))).tokens());
             List<GenerationRequest> requests = new ArrayList<>();
-            for (int[] p : prompts) requests.add(EngineTestSupport.request(p, greedyNoEos(24)));
+            for (int[] p : prompts) requests.add(EngineTestSupport.request(p, KvInPlaceTest.greedyNoEos(24)));
             for (EngineTestSupport.Result r : EngineTestSupport.concurrently(engine, requests)) out.add(r.tokens());
             // batched == alone
             for (int i = 0; i < prompts.size(); i++) assertEquals(out.get(i), out.get(prompts.size() + i), "prompt " + i + " batched");
@@ -178,28 +163,9 @@ class KvHalfTest {
         }
     }
 
-    /** Every prompt alone, then all of them twice over at once, twice (the second round reuses the cached prefixes). */
+    /** Every prompt alone, then all of them twice over at once, twice (batched = alone; the second round reuses the cached prefixes). */
     private static List<List<Integer>> greedy(EngineOptions options, KvInPlaceTest.Counting counting) {
-        List<List<Integer>> out = new ArrayList<>();
-        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(fp16, options, counting)) {
-            for (int[] p : prompts) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, greedyNoEos(16)))).tokens());
-            for (int round = 0; round < 2; round++) {
-                List<GenerationRequest> requests = new ArrayList<>();
-                for (int k = 0; k < 2 * prompts.size(); k++) requests.add(EngineTestSupport.request(prompts.get(k % prompts.size()), greedyNoEos(16)));
-                List<EngineTestSupport.Result> results = EngineTestSupport.concurrently(engine, requests);
-                for (int k = 0; k < results.size(); k++) {
-                    assertEquals(out.get(k % prompts.size()), results.get(k).tokens(), "prompt " + (k % prompts.size()) + ", round " + round);
-                    out.add(results.get(k).tokens());
-                }
-            }
-            awaitIdle(engine);
-            PrefixCacheStats stats = engine.prefixCache();
-            if (stats != null) {
-                assertEquals(0, stats.references(), "no prefix block is held once every sequence is done");
-                assertTrue(stats.hitTokens() > 0, "the prefix cache was reused");
-            }
-        }
-        return out;
+        return KvInPlaceTest.aloneThenBatched(fp16, prompts, options, counting, 16, true);
     }
 
     @Test
@@ -211,7 +177,7 @@ class KvHalfTest {
              ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             assertHalfKv(model);
             List<GenerationRequest> requests = new ArrayList<>();
-            for (JsonNode ref : refs) requests.add(EngineTestSupport.request(EngineTestSupport.ints(ref.get("prompt_ids")), greedyNoEos(24)));
+            for (JsonNode ref : refs) requests.add(EngineTestSupport.request(EngineTestSupport.ints(ref.get("prompt_ids")), KvInPlaceTest.greedyNoEos(24)));
             List<EngineTestSupport.Result> results = EngineTestSupport.concurrently(engine, requests);
             int same = 0, tokens = 0, whole = 0;
             for (int i = 0; i < refs.size(); i++) {
@@ -257,13 +223,4 @@ class KvHalfTest {
         assertTrue(e.getMessage().contains("valid: auto, float16"), e.getMessage());
     }
 
-    /** A stream's last event comes before the engine retires its sequence: waits for the engine to let go of everything. */
-    private static void awaitIdle(ContinuousBatchingEngine engine) {
-        long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
-        while ((engine.runningSequences() != 0 || engine.prefixCache() != null && engine.prefixCache().references() != 0)
-                && System.nanoTime() < deadline) {
-            Thread.onSpinWait();
-        }
-        assertEquals(0, engine.runningSequences());
-    }
 }

@@ -43,15 +43,22 @@ class KvInPlaceTest {
     @BeforeAll
     static void load() throws Exception {
         model = ModelLoader.load(ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, dir), EngineOptions.defaults());
-        prompts = new ArrayList<>();
-        SplittableRandom random = new SplittableRandom(11);
-        for (int i = 0; i < 10; i++) prompts.add(prompt(random, 1 + random.nextInt(60)));
-        // a prompt that shares a 40-token prefix with another (prefix-cache reuse inside a round)
-        int[] shared = prompts.get(0).length >= 40 ? prompts.get(0) : prompt(random, 50);
+        prompts = prompts(new SplittableRandom(11), 10, true);
+    }
+
+    /**
+     * {@code count} prompts of 1-60 random tokens, then a prompt and its branch sharing a prefix (prefix-cache reuse
+     * inside a round): the first prompt when it has 40 tokens or more and {@code reuseFirst}, else a new one of 50.
+     */
+    static List<int[]> prompts(SplittableRandom random, int count, boolean reuseFirst) {
+        List<int[]> prompts = new ArrayList<>();
+        for (int i = 0; i < count; i++) prompts.add(prompt(random, 1 + random.nextInt(60)));
+        int[] shared = reuseFirst && prompts.get(0).length >= 40 ? prompts.get(0) : prompt(random, 50);
         int[] branch = java.util.Arrays.copyOf(shared, shared.length + 7);
         for (int j = shared.length; j < branch.length; j++) branch[j] = 300 + random.nextInt(200);
         prompts.add(shared);
         prompts.add(branch);
+        return prompts;
     }
 
     @AfterAll
@@ -59,13 +66,13 @@ class KvInPlaceTest {
         model.close();
     }
 
-    private static int[] prompt(SplittableRandom random, int length) {
+    static int[] prompt(SplittableRandom random, int length) {
         int[] p = new int[length];
         for (int j = 0; j < p.length; j++) p[j] = 300 + random.nextInt(ModelSize.TINY.vocabSize - 300);
         return p;
     }
 
-    private static SamplingParams greedyNoEos(int max) {
+    static SamplingParams greedyNoEos(int max) {
         return new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, max, 0, true, List.of(), List.of(), false, true, null);
     }
 
@@ -85,13 +92,27 @@ class KvInPlaceTest {
 
     /** Every prompt alone, then all of them twice over at once, twice (the second round reuses the cached prefixes). */
     private static List<List<Integer>> greedy(EngineOptions options, Counting counting, int maxTokens) {
+        return aloneThenBatched(model, prompts, options, counting, maxTokens, false);
+    }
+
+    /**
+     * Every prompt alone, then all of them twice over at once, twice (the second round reuses the cached prefixes);
+     * with {@code batchedAsAlone} each batched result must be its prompt's alone one. Afterwards no prefix block is held
+     * and, with the cache on, it was reused.
+     */
+    static List<List<Integer>> aloneThenBatched(LoadedModel model, List<int[]> prompts, EngineOptions options, Counting counting, int maxTokens,
+                                                boolean batchedAsAlone) {
         List<List<Integer>> out = new ArrayList<>();
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, counting)) {
             for (int[] p : prompts) out.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(p, greedyNoEos(maxTokens)))).tokens());
             for (int round = 0; round < 2; round++) {
                 List<GenerationRequest> requests = new ArrayList<>();
                 for (int k = 0; k < 2 * prompts.size(); k++) requests.add(EngineTestSupport.request(prompts.get(k % prompts.size()), greedyNoEos(maxTokens)));
-                for (EngineTestSupport.Result r : EngineTestSupport.concurrently(engine, requests)) out.add(r.tokens());
+                List<EngineTestSupport.Result> results = EngineTestSupport.concurrently(engine, requests);
+                for (int k = 0; k < results.size(); k++) {
+                    if (batchedAsAlone) assertEquals(out.get(k % prompts.size()), results.get(k).tokens(), "prompt " + (k % prompts.size()) + ", round " + round);
+                    out.add(results.get(k).tokens());
+                }
             }
             awaitIdle(engine);
             PrefixCacheStats stats = engine.prefixCache();
@@ -239,7 +260,7 @@ class KvInPlaceTest {
     }
 
     /** A stream's last event comes before the engine retires its sequence: waits for the engine to let go of everything. */
-    private static void awaitIdle(ContinuousBatchingEngine engine) {
+    static void awaitIdle(ContinuousBatchingEngine engine) {
         long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
         while ((engine.runningSequences() != 0 || engine.prefixCache() != null && engine.prefixCache().references() != 0)
                 && System.nanoTime() < deadline) {
