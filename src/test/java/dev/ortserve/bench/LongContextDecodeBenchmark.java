@@ -41,6 +41,11 @@ import java.util.concurrent.atomic.AtomicInteger;
  * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so). Each cell also
  * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
  * in-place path), to target/long-context-decode.tsv, appended.
+ * <p>
+ * {@code -Dbench.model=<dir>} measures that model directory instead of the generator's (a real
+ * exporter's file: bench/realsize/export_qwen3_transformers.py); {@code -Dbench.kv=copying} measures
+ * the copying path only (an Optimum export has no GroupQueryAttention, so both engines would copy;
+ * the in-place columns then read 0 and the tsv gets the copying path).
  */
 @Tag("bench")
 class LongContextDecodeBenchmark {
@@ -52,19 +57,22 @@ class LongContextDecodeBenchmark {
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
     static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
     static final boolean COPYING = !"inplace".equals(System.getProperty("bench.kv", "both"));
+    static final boolean IN_PLACE = !"copying".equals(System.getProperty("bench.kv", "both"));
+    static final String MODEL = System.getProperty("bench.model");
     private static final AtomicInteger IDS = new AtomicInteger();
 
     @Test
     void run() throws Exception {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
-        Path dir = ModelGenerator.ensureGroupQueryAttention(SIZE, models);
+        Path dir = MODEL != null ? Path.of(MODEL).toAbsolutePath() : ModelGenerator.ensureGroupQueryAttention(SIZE, models);
+        String name = MODEL != null ? dir.getFileName().toString() : SIZE.id() + " GroupQueryAttention variant";
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
                 .withRewrite(RewriteOptions.defaults(PRECISION), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         String precision = PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase();
-        StringBuilder report = new StringBuilder(String.format("long-context decode, %s GroupQueryAttention variant, %s, %d processors, "
+        StringBuilder report = new StringBuilder(String.format("long-context decode, %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
-                SIZE.id(), precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
+                name, precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
         StringBuilder tsv = new StringBuilder();
         report.append("| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n");
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
@@ -73,12 +81,12 @@ class LongContextDecodeBenchmark {
                  ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
                 if (COPYING) measure(copying, 35, 1, model);
-                measure(inPlace, 35, 1, model);
+                if (IN_PLACE) measure(inPlace, 35, 1, model);
                 for (int p = 0; p < PROMPTS.length; p++) {
                     for (int s = 0; s < STREAMS.length; s++) {
                         double[][] r = new double[2][ROUNDS], ttft = new double[2][ROUNDS], stream = new double[2][ROUNDS];
                         for (int round = 0; round < ROUNDS; round++) {
-                            for (int mode = COPYING ? 0 : 1; mode < 2; mode++) {
+                            for (int mode = COPYING ? 0 : 1; mode < (IN_PLACE ? 2 : 1); mode++) {
                                 double[] m = measure(mode == 0 ? copying : inPlace, PROMPTS[p], STREAMS[s], model);
                                 r[mode][round] = m[0];
                                 ttft[mode][round] = m[1];
@@ -92,7 +100,8 @@ class LongContextDecodeBenchmark {
                                 median(stream[0]), median(stream[1]), median(ttft[0]), median(ttft[1]));
                         System.out.println(row);
                         report.append(row).append('\n');
-                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], i, median(stream[1]), median(ttft[1])));
+                        int k = IN_PLACE ? 1 : 0;
+                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], IN_PLACE ? i : c, median(stream[k]), median(ttft[k])));
                     }
                 }
             }
