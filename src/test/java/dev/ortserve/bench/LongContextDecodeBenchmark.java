@@ -50,6 +50,10 @@ import java.util.concurrent.atomic.AtomicInteger;
  * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
  * with its attention rewritten on load into GroupQueryAttention ({@code ORTSERVE_ENGINE_FUSE_ATTENTION}),
  * served right-padded with KV in place: what the rewrite gives a user of an Optimum export.
+ * {@code -Dbench.model=<dir>} measures that model directory instead of the generator's (a real
+ * exporter's file: bench/realsize/export_qwen3_transformers.py); {@code -Dbench.kv=copying} measures
+ * the copying path only (an Optimum export has no GroupQueryAttention, so both engines would copy;
+ * the in-place columns then read 0 and the tsv gets the copying path).
  */
 @Tag("bench")
 class LongContextDecodeBenchmark {
@@ -64,24 +68,27 @@ class LongContextDecodeBenchmark {
     static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.AUTO
             : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "auto"));
     static final boolean COPYING = KV_BOTH || !"inplace".equals(System.getProperty("bench.kv", "both"));
+    static final boolean IN_PLACE = !"copying".equals(System.getProperty("bench.kv", "both"));
     static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
+    static final String MODEL = System.getProperty("bench.model");
     private static final AtomicInteger IDS = new AtomicInteger();
 
     @Test
     void run() throws Exception {
         Path models = Path.of("target", "bench-models").toAbsolutePath();
-        Path dir = OPTIMUM ? ModelGenerator.ensure(SIZE, models) : ModelGenerator.ensureGroupQueryAttention(SIZE, models);
+        Path dir = MODEL != null ? Path.of(MODEL).toAbsolutePath() : OPTIMUM ? ModelGenerator.ensure(SIZE, models) : ModelGenerator.ensureGroupQueryAttention(SIZE, models);
+        String name = (MODEL != null ? dir.getFileName().toString() : SIZE.id()) + (OPTIMUM
+                ? ", Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : MODEL != null ? "" : " GroupQueryAttention variant");
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
                 .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(false).withKvCacheDtype(KV_DTYPE),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         String precision = (PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase())
                 + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.AUTO ? "" : "/kv-float16");
-        StringBuilder report = new StringBuilder(String.format("long-context decode, %s %s, %s, %d processors, "
+        StringBuilder report = new StringBuilder(String.format("long-context decode, %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",
-                SIZE.id(), OPTIMUM ? "Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : "GroupQueryAttention variant",
-                precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
+                name, precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
         StringBuilder tsv = new StringBuilder();
         String header = "| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n";
         report.append(KV_BOTH ? header.replace("in place", "fp16 KV").replace("copying", "fp32 KV") : header);
@@ -99,12 +106,12 @@ class LongContextDecodeBenchmark {
                  ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(other != null ? other : model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
                 if (COPYING) measure(copying, 35, 1, model);
-                measure(inPlace, 35, 1, model);
+                if (IN_PLACE) measure(inPlace, 35, 1, model);
                 for (int p = 0; p < PROMPTS.length; p++) {
                     for (int s = 0; s < STREAMS.length; s++) {
                         double[][] r = new double[2][ROUNDS], ttft = new double[2][ROUNDS], stream = new double[2][ROUNDS];
                         for (int round = 0; round < ROUNDS; round++) {
-                            for (int mode = COPYING ? 0 : 1; mode < 2; mode++) {
+                            for (int mode = COPYING ? 0 : 1; mode < (IN_PLACE ? 2 : 1); mode++) {
                                 double[] m = measure(mode == 0 ? copying : inPlace, PROMPTS[p], STREAMS[s], model);
                                 r[mode][round] = m[0];
                                 ttft[mode][round] = m[1];
@@ -119,8 +126,9 @@ class LongContextDecodeBenchmark {
                         System.out.println(row);
                         report.append(row).append('\n');
                         if (KV_BOTH) tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision, PROMPTS[p], STREAMS[s], c, median(stream[0]), median(ttft[0])));
-                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision + (KV_BOTH ? "/kv-float16" : ""), PROMPTS[p], STREAMS[s], i,
-                                median(stream[1]), median(ttft[1])));
+                        int k = IN_PLACE ? 1 : 0;
+                        tsv.append(String.format("%s\t%d\t%d\t%.1f\t%.1f\t%.3f%n", precision + (KV_BOTH ? "/kv-float16" : ""), PROMPTS[p], STREAMS[s],
+                                IN_PLACE ? i : c, median(stream[k]), median(ttft[k])));
                     }
                 }
             }

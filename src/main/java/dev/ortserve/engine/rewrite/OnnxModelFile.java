@@ -56,6 +56,11 @@ final class OnnxModelFile {
     static final long GARBAGE_BETWEEN_COLLECTIONS = 256L << 20;
     private static final int READ_CHUNK = 1 << 20;
 
+    /** Bytes of external tensors read whole so far (tests: a comparison that streams reads none). */
+    static long bytesRead() {
+        return READ.get();
+    }
+
     /** Parses the model; inline tensors alias the mapped file rather than being copied. */
     static ModelProto read(Path file) throws IOException {
         long size = Files.size(file);
@@ -96,7 +101,7 @@ final class OnnxModelFile {
         return new External(location, offset, length);
     }
 
-    private static Path dataFile(TensorProto t, String location, Path modelDir) throws IOException {
+    static Path dataFile(TensorProto t, String location, Path modelDir) throws IOException {
         Path data = modelDir.resolve(location).normalize();
         if (!data.startsWith(modelDir.normalize())) throw new IOException("tensor " + t.getName() + " points outside the model directory");
         return data;

@@ -4,7 +4,11 @@ import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
 
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.StandardOpenOption;
 import java.util.HashSet;
 import java.util.Set;
 
@@ -80,12 +84,61 @@ final class TiedHead {
         if (w == null || w.getDataType() != TensorProto.DataType.FLOAT_VALUE || w.getDimsCount() != 2) return null;
         for (String name : embeddings) {
             TensorProto e = g.initializer(name);
-            if (e.getDims(0) == w.getDims(1) && e.getDims(1) == w.getDims(0) && isTranspose(g.floatView(w), g.floatView(e), (int) e.getDims(0),
-                    (int) e.getDims(1))) {
+            if (e.getDims(0) == w.getDims(1) && e.getDims(1) == w.getDims(0) && isTranspose(g, w, e, (int) e.getDims(0), (int) e.getDims(1))) {
                 return name;
             }
         }
         return null;
+    }
+
+    /** Bytes of the embedding read per band when both tensors are in the source's data files (tests make it small). */
+    static volatile int bandBytes = 4 << 20;
+
+    /**
+     * w [cols, rows] is e [rows, cols] transposed, value for value. Tensors in the source's data files are
+     * compared a band of the embedding's rows at a time (a few MB read, never a whole tensor: read whole,
+     * the head and the embedding were 1.24 GB of heap at Qwen3-0.6B's size, the peak of a quantized cold start
+     * on transformers' exports); others (inline, computed) through their views.
+     */
+    static boolean isTranspose(Graph g, TensorProto w, TensorProto e, int rows, int cols) throws IOException {
+        OnnxModelFile.External xw = OnnxModelFile.external(w), xe = OnnxModelFile.external(e);
+        if (xw == null || xe == null || g.computed.containsKey(w.getName()) || g.computed.containsKey(e.getName())) {
+            return isTranspose(g.floatView(w), g.floatView(e), rows, cols);
+        }
+        long bytes = 4L * rows * cols;
+        if ((xw.length() >= 0 && xw.length() != bytes) || (xe.length() >= 0 && xe.length() != bytes)) return false;
+        int band = (int) Math.max(1, Math.min(rows, bandBytes / (4L * cols)));
+        ByteBuffer eb = ByteBuffer.allocate(band * cols * 4).order(ByteOrder.LITTLE_ENDIAN);
+        ByteBuffer wb = ByteBuffer.allocate(band * cols * 4).order(ByteOrder.LITTLE_ENDIAN);
+        try (FileChannel ce = FileChannel.open(OnnxModelFile.dataFile(e, xe.location(), g.sourceDir), StandardOpenOption.READ);
+             FileChannel cw = FileChannel.open(OnnxModelFile.dataFile(w, xw.location(), g.sourceDir), StandardOpenOption.READ)) {
+            if (xe.offset() + bytes > ce.size() || xw.offset() + bytes > cw.size()) return false;
+            for (int r0 = 0; r0 < rows; r0 += band) {
+                int n = Math.min(band, rows - r0);
+                // e's rows r0.. (contiguous); w's columns r0.. of each of its rows, laid out as w's band [cols, n]
+                eb.clear().limit(n * cols * 4);
+                readFully(ce, eb, xe.offset() + 4L * r0 * cols);
+                wb.clear();
+                for (int c = 0; c < cols; c++) {
+                    wb.limit((c + 1) * n * 4);
+                    readFully(cw, wb, xw.offset() + 4L * ((long) c * rows + r0));
+                }
+                if (!isTranspose(wb.flip().asFloatBuffer(), eb.flip().asFloatBuffer(), n, cols)) return false;
+            }
+        }
+        return true;
+    }
+
+    /** Fills b from its position to its limit, in chunks of at most 1 MiB (a heap read goes through a cached direct buffer of its size). */
+    private static void readFully(FileChannel ch, ByteBuffer b, long at) throws IOException {
+        int end = b.limit();
+        while (b.position() < end) {
+            b.limit(Math.min(end, b.position() + (1 << 20)));
+            int n = ch.read(b, at);
+            if (n < 0) throw new IOException("unexpected end of a data file");
+            at += n;
+        }
+        b.limit(end);
     }
 
     /** w [cols, rows] is e [rows, cols] transposed, value for value (compared in tiles: both stay sequential enough). */
