@@ -210,6 +210,16 @@ final class GroupQueryAttentionFusion {
         }
         g.graph.clearNode().addAllNode(rebuilt);
         removeDeadNodes(g);
+        // nothing but the graph's outputs may read a present: in place it is the batch's whole buffer, longer than the sequence
+        Set<String> presents = new HashSet<>();
+        for (Layer l : layers) {
+            presents.add(l.presentKey());
+            presents.add(l.presentValue());
+        }
+        for (NodeProto n : g.graph.getNodeList()) {
+            if (n.getOpType().equals("GroupQueryAttention")) continue;
+            for (String in : n.getInputList()) if (presents.contains(in)) throw new IllegalStateException(n.getName() + " still reads " + in);
+        }
         // every reader of a present output must now come after the op that writes it
         Set<String> produced = new HashSet<>();
         for (ValueInfoProto v : g.graph.getInputList()) produced.add(v.getName());
