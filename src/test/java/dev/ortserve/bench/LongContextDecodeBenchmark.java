@@ -97,7 +97,7 @@ class LongContextDecodeBenchmark {
              LoadedModel other = OPTIMUM ? ModelLoader.load(dir, fused)
                      : KV_BOTH ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16),
                      base.rewriteCache())) : null) {
-            if (OPTIMUM && other.rewrites().stream().noneMatch(r -> r.startsWith("attention as GroupQueryAttention"))) {
+            if (OPTIMUM && other.rewrites().stream().noneMatch(r -> r.startsWith(dev.ortserve.engine.rewrite.GraphRewriter.ATTENTION_FUSED))) {
                 throw new IllegalStateException("attention not fused: " + other.rewrites());
             }
             // bench.kv-dtype=both: fp32 KV in place (the "copying" slot) against float16 KV in place; bench.layout=optimum: as exported

@@ -35,6 +35,8 @@ public final class GraphRewriter {
     private static final ObjectMapper JSON = new ObjectMapper();
     public static final String LAST_POSITION_LOGITS = "last-position logits";
     public static final String PACKED_PROJECTIONS = "projections packed";
+    /** What the attention fusion is listed as among the applied rewrites (followed by the layers it fused). */
+    public static final String ATTENTION_FUSED = GroupQueryAttentionFusion.APPLIED;
     /** The decoder input the attention fusion derives each row's length from. */
     static final String ATTENTION_MASK = "attention_mask";
     /** What the float16 KV rewrite is listed as among the applied rewrites (followed by the nodes it moved). */
