@@ -327,6 +327,14 @@ final class GroupQueryAttentionFusion {
             return (double) g.bytes(t).getFloat(0);
         }
         if (t.getDataType() == TensorProto.DataType.DOUBLE_VALUE) return t.getDoubleDataCount() == 1 ? t.getDoubleData(0) : g.bytes(t).getDouble(0);
+        // a float16 graph's constants are float16 (Optimum's and onnx-community's model_fp16.onnx): int32_data holds the bits
+        if (t.getDataType() == TensorProto.DataType.FLOAT16_VALUE) {
+            return (double) BlockQuantizedWeights.halfToFloat(t.getInt32DataCount() == 1 ? (short) t.getInt32Data(0) : g.bytes(t).getShort(0));
+        }
+        if (t.getDataType() == TensorProto.DataType.BFLOAT16_VALUE) {
+            int bits = t.getInt32DataCount() == 1 ? t.getInt32Data(0) : g.bytes(t).getShort(0) & 0xffff;
+            return (double) Float.intBitsToFloat(bits << 16);
+        }
         return null;
     }
 
