@@ -40,8 +40,9 @@ final class PackedProjections {
         for (NodeProto n : g.graph.getNodeList()) {
             if (!n.getOpType().equals("MatMul") || !n.getDomain().isEmpty() || n.getInputCount() != 2) continue;
             TensorProto w = g.initializer(n.getInput(1));
-            if (w == null || w.getDataType() != TensorProto.DataType.FLOAT_VALUE || w.getDimsCount() != 2) continue;
-            byInput.computeIfAbsent(n.getInput(0), k -> new ArrayList<>()).add(n);
+            if (w == null || elementBytes(w) == 0 || w.getDimsCount() != 2) continue;
+            // one group per input and weight type: float32 graphs, and float16 ones (Optimum's, onnx-community's model_fp16.onnx)
+            byInput.computeIfAbsent(n.getInput(0) + "\u0000" + w.getDataType(), k -> new ArrayList<>()).add(n);
         }
         boolean splitInput = defaultOpset(g) >= 13; // before opset 13, Split's sizes are an attribute
         Set<String> packed = new HashSet<>();
@@ -57,8 +58,9 @@ final class PackedProjections {
             int total = 0;
             for (TensorProto w : weights) total += (int) w.getDims(1);
             int rows = (int) k, columns = total;
-            g.addComputed(TensorProto.newBuilder().setName(packedWeight).setDataType(TensorProto.DataType.FLOAT_VALUE).addDims(k).addDims(total),
-                    () -> concatenateColumns(g, weights, rows, columns)); // computed when written or quantized
+            int size = elementBytes(weights.get(0));
+            g.addComputed(TensorProto.newBuilder().setName(packedWeight).setDataType(weights.get(0).getDataType()).addDims(k).addDims(total),
+                    () -> concatenateColumns(g, weights, rows, columns, size)); // computed when written or quantized
             NodeProto matMul = NodeProto.newBuilder().setOpType("MatMul").setName(g.unique(base + "_packed_matmul"))
                     .addInput(first.getInput(0)).addInput(packedWeight).addOutput(packedOut).build();
             NodeProto.Builder split = NodeProto.newBuilder().setOpType("Split").setName(g.unique(base + "_packed_split"))
@@ -94,15 +96,21 @@ final class PackedProjections {
         return new Outcome(replacements.size(), packed.size());
     }
 
-    /** The weights [k, n_i] side by side as one [k, total] matrix, little-endian float32. */
-    private static ByteBuffer concatenateColumns(Graph g, List<TensorProto> weights, int k, int total) throws IOException {
-        ByteBuffer out = ByteBuffer.allocate(4 * k * total).order(ByteOrder.LITTLE_ENDIAN);
-        java.nio.FloatBuffer o = out.asFloatBuffer();
+    /** Bytes per element of a weight this rewrite packs (float32, or float16 stored as raw bytes), else 0. */
+    private static int elementBytes(TensorProto w) {
+        if (w.getDataType() == TensorProto.DataType.FLOAT_VALUE) return 4;
+        return w.getDataType() == TensorProto.DataType.FLOAT16_VALUE && w.getInt32DataCount() == 0 ? 2 : 0;
+    }
+
+    /** The weights [k, n_i] side by side as one [k, total] matrix of {@code size}-byte little-endian elements, values unchanged. */
+    private static ByteBuffer concatenateColumns(Graph g, List<TensorProto> weights, int k, int total, int size) throws IOException {
+        ByteBuffer out = ByteBuffer.allocate(size * k * total).order(ByteOrder.LITTLE_ENDIAN);
         int offset = 0;
         for (TensorProto w : weights) {
-            java.nio.FloatBuffer values = g.floatView(w);
+            ByteBuffer values = g.bytes(w);
             int n = (int) w.getDims(1);
-            for (int row = 0; row < k; row++) o.put(row * total + offset, values, row * n, n);
+            if (values.remaining() != (long) size * k * n) throw new IOException("weight " + w.getName() + " holds " + values.remaining() + " bytes, not " + k + " x " + n);
+            for (int row = 0; row < k; row++) out.put((row * total + offset) * size, values, values.position() + row * n * size, n * size);
             offset += n;
         }
         return out;
