@@ -136,7 +136,8 @@ class AttentionFusionTest {
      * right-padded with KV in place, the load check passed (arg max, logit cosine >= 0.9999, K/V within 1e-4 of the
      * exported graph's), the same ids in place and copying, alone and batched. Its greedy ids leave transformers'
      * float32 ones only where float16 ties (the op rounds once where the exported graph rounds the scores, the
-     * mask and the softmax to float16; packing q/k/v alone moves the first of them too): 225 of 253 tokens agree,
+     * mask and the softmax to float16; packing q/k/v alone moves the first of them too; with the norms fused
+     * too, the same ids): 225 of 253 tokens agree,
      * 231 as exported, each at other ties; every prompt's first 11 tokens agree.
      */
     @Test
@@ -146,7 +147,9 @@ class AttentionFusionTest {
         EngineOptions options = fused(dir.resolve("cache-fp16")).withKvInPlace(true);
         try (LoadedModel model = ModelLoader.load(builder.resolve("optimum-fp16"), options)) {
             assertTrue(model.rewrites().contains(fusedLayers(2)), model.rewrites().toString());
+            // the float32 rewrites apply to it too, but the rotary one (its cos/sin cast to float16 are not matched)
             assertTrue(model.rewrites().contains(GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)"), "float16 weights packed too: " + model.rewrites());
+            assertTrue(model.rewrites().contains("RMSNorm fused (5 SimplifiedLayerNormalization)"), "float16 norms fused too: " + model.rewrites());
             assertEquals(KvAlignment.START, model.spec().alignment());
             assertEquals(ai.onnxruntime.OnnxJavaType.FLOAT16, model.spec().kvType());
             List<int[]> prompts = new ArrayList<>();

@@ -112,11 +112,12 @@ class BuilderExportTest {
     @ParameterizedTest(name = "fp16 Optimum export (fp16 KV), {0}")
     @MethodSource("settings")
     void fp16KvMatchesOnnxRuntimePythonAloneAndBatched(String name, EngineOptions settings) {
-        // the attention and the projections as exported, as onnxruntime Python ran them: fused or packed, the float16
-        // sums round differently and its ties fall elsewhere (AttentionFusionTest)
+        // the graph as exported, as onnxruntime Python ran it (the head on the last positions only: the same sums): with
+        // the attention or the norms fused or the projections packed, float16 rounds differently and its ties fall
+        // elsewhere (AttentionFusionTest)
         RewriteOptions r = settings.rewrite();
-        EngineOptions options = r.any() ? settings.withRewrite(new RewriteOptions(r.lastPositionLogits(), r.precision(), r.fuseNorms(), r.fuseRotary(),
-                false, false, r.kvCacheDtype()), settings.rewriteCache()) : settings;
+        EngineOptions options = r.any() ? settings.withRewrite(new RewriteOptions(r.lastPositionLogits(), r.precision(), false, false, false, false,
+                r.kvCacheDtype()), settings.rewriteCache()) : settings;
         try (LoadedModel model = ModelLoader.load(DIR.resolve("optimum-fp16"), options)) {
             assertEquals(ai.onnxruntime.OnnxJavaType.FLOAT16, model.spec().kvType());
         }
@@ -150,9 +151,10 @@ class BuilderExportTest {
         List<Integer> first = new ArrayList<>();
         try (LoadedModel model = ModelLoader.load(DIR.resolve("optimum-fp16"), options);
              GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-            // the attention fused in float16 too (its scale a float16 constant), q/k/v and gate/up packed in float16, then the 9 MatMuls left quantized
+            // in float16 too: the attention fused (its scale a float16 constant), q/k/v and gate/up packed, the 9 MatMuls left
+            // quantized, the norms fused (transformers' casts to float32 and back inside them)
             assertEquals(List.of(AttentionFusionTest.fusedLayers(2), GraphRewriter.LAST_POSITION_LOGITS, GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)",
-                    precision.name().toLowerCase() + " weights (9 MatMuls)"), model.rewrites());
+                    precision.name().toLowerCase() + " weights (9 MatMuls)", "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
             for (JsonNode ref : reference.get("refs")) {
                 int[] prompt = model.tokenizer().encode(ref.get("prompt").asText());
                 first.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, SamplingParams.greedy(1)))).tokens().get(0));

@@ -12,7 +12,8 @@ import java.util.Set;
 /**
  * RMSNorm subgraphs as exports write them (x*x or Pow(x, 2) -> ReduceMean(last axis) -> Add(eps)
  * -> Sqrt -> Reciprocal or Div(1, .) -> Mul(x, .) [-> Cast(float), transformers' cast back to the input
- * dtype] -> Mul(weight)) become one
+ * dtype] -> Mul(weight); in float16 exports x is a Cast of the float16 input to float32 and the cast back
+ * is to float16) become one
  * SimplifiedLayerNormalization, onnxruntime's fused kernel. onnxruntime's own session optimizer
  * fuses only the Div form, and only without the square written as a Mul; the generated models and
  * many exports use Reciprocal, so their seven small kernels per norm ran as seven.
@@ -61,14 +62,20 @@ final class RmsNormFusion {
             TensorProto wt = g.initializer(weight);
             NodeProto identity = producer(g, weight, "Identity"); // torch's exporter shares equal weights through Identity nodes
             if (wt == null && identity != null) wt = g.initializer(identity.getInput(0));
-            if (wt == null || wt.getDimsCount() != 1 || wt.getDataType() != TensorProto.DataType.FLOAT_VALUE) continue;
+            if (wt == null || wt.getDimsCount() != 1) continue;
+            int type = wt.getDataType();
+            if (type != TensorProto.DataType.FLOAT_VALUE && type != TensorProto.DataType.FLOAT16_VALUE) continue;
+            boolean half = type == TensorProto.DataType.FLOAT16_VALUE;
             NodeProto normed = producer(g, outMul.getInput(1 - w), "Mul");
-            // transformers' RMSNorm casts the normalised value back to the input's dtype (a float-to-float Cast in fp32 exports)
-            NodeProto castBack = normed == null ? floatCast(g, outMul.getInput(1 - w)) : null;
+            // transformers' RMSNorm casts the normalised value back to the input's dtype (a float-to-float Cast in
+            // fp32 exports; to float16 in fp16 ones, which compute the norm in float32 from a Cast of the input)
+            NodeProto castBack = normed == null ? cast(g, outMul.getInput(1 - w), type) : null;
             if (castBack != null) normed = producer(g, castBack.getInput(0), "Mul");
-            if (normed == null) continue;
+            if (normed == null || half && castBack == null) continue;
             for (int k = 0; k < 2; k++) {
                 String x = normed.getInput(k);
+                NodeProto up = half ? cast(g, x, TensorProto.DataType.FLOAT_VALUE) : null;
+                if (half && up == null) continue;
                 NodeProto inv = producer(g, normed.getInput(1 - k), null);
                 if (inv == null) continue;
                 NodeProto sqrt;
@@ -90,8 +97,10 @@ final class RmsNormFusion {
                     if (sq == null || !squares(g, sq, x)) continue;
                     Set<String> nodes = new HashSet<>(List.of(normed.getName(), inv.getName(), sqrt.getName(), add.getName(), mean.getName(), sq.getName()));
                     if (castBack != null) nodes.add(castBack.getName());
+                    if (up != null) nodes.add(up.getName()); // removed only where nothing else reads the float32 copy
                     if (nodes.contains("")) return null; // unnamed nodes cannot be told apart for removal
-                    return new Match(x, weight, eps, nodes);
+                    // float16: the op reads the float16 input and scale and normalises in float32 (its stash type), as the subgraph did
+                    return new Match(half ? up.getInput(0) : x, weight, eps, nodes);
                 }
             }
         }
@@ -121,10 +130,10 @@ final class RmsNormFusion {
         return false;
     }
 
-    /** The Cast to float32 producing {@code output}, else null. */
-    private static NodeProto floatCast(Graph g, String output) {
+    /** The Cast to {@code type} producing {@code output}, else null. */
+    private static NodeProto cast(Graph g, String output, int type) {
         NodeProto cast = producer(g, output, "Cast");
-        return cast != null && Graph.intAttribute(cast, "to", 0) == TensorProto.DataType.FLOAT_VALUE ? cast : null;
+        return cast != null && Graph.intAttribute(cast, "to", 0) == type ? cast : null;
     }
 
     /** The node producing {@code output}, if it is of {@code op} (any op when null). */
