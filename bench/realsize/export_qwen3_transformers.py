@@ -13,6 +13,12 @@ Run outside the test suite (memory: a few GB; time: minutes):
     flock /tmp/bigmem.lock /tmp/hf/bin/python bench/realsize/export_qwen3_transformers.py \
         /tmp/npm/qwen3/package/models target/bench-models/qwen3-0.6b-transformers
 
+An optional third argument, fp16, writes the model as onnx-community's and Optimum's model_fp16.onnx are
+(weights, activations and KV in float16; transformers' references stay float32's), 1.5 GB:
+
+    flock /tmp/bigmem.lock /tmp/hf/bin/python bench/realsize/export_qwen3_transformers.py \
+        /tmp/npm/qwen3/package/models target/bench-models/qwen3-0.6b-transformers-fp16 fp16
+
 (/tmp/hf: torch 2.13.0+cpu, transformers 5.18.0, onnx, onnxruntime, as shared/guides/real-models.md
 installs them.) The weights are random: the file is for load, memory and speed measurements and for
 checking that ortserve's greedy ids equal transformers' (bench RealExportCheck), not for text.
@@ -32,6 +38,8 @@ from transformers import AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForC
 from transformers.cache_utils import DynamicCache
 
 TOKENIZER, OUT = sys.argv[1], sys.argv[2]
+FP16 = len(sys.argv) > 3 and sys.argv[3] == "fp16"
+DTYPE = torch.float16 if FP16 else torch.float32
 SEED = 1234
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, LAYERS, FFN, VOCAB = 1024, 16, 8, 128, 28, 3072, 151936
 MAX_NEW = 16
@@ -101,7 +109,7 @@ def export(model, path):
             names_out.append(f"present.{i}.{kv}")
             axes[f"past_key_values.{i}.{kv}"] = {0: "batch_size", 2: "past_sequence_length"}
             axes[f"present.{i}.{kv}"] = {0: "batch_size", 2: "total_sequence_length"}
-            past.append(torch.zeros(2, KV_HEADS, 3, HEAD_DIM))
+            past.append(torch.zeros(2, KV_HEADS, 3, HEAD_DIM, dtype=DTYPE))
     ids = torch.tensor([[5, 6], [7, 8]])
     mask = torch.ones(2, 5, dtype=torch.int64)
     pos = torch.tensor([[3, 4], [3, 4]])
@@ -123,7 +131,7 @@ def greedy(model, tok, prompt_ids):
 def check_onnx(sess, prompt_ids):
     """Greedy decoding through onnxruntime with the KV cache (the exported file as written)."""
     ids = list(prompt_ids)
-    past = {f"past_key_values.{i}.{kv}": np.zeros((1, KV_HEADS, 0, HEAD_DIM), np.float32)
+    past = {f"past_key_values.{i}.{kv}": np.zeros((1, KV_HEADS, 0, HEAD_DIM), np.float16 if FP16 else np.float32)
             for i in range(LAYERS) for kv in ("key", "value")}
     feed_ids, out = ids, []
     for _ in range(MAX_NEW):
@@ -147,7 +155,8 @@ def initializer_report(path):
     sizes = []
     for t in m.graph.initializer:
         n = int(np.prod(t.dims)) if t.dims else 1
-        sizes.append((n * 4 if t.data_type == onnx.TensorProto.FLOAT else n, t.name, list(t.dims)))
+        width = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2}.get(t.data_type, 1)
+        sizes.append((n * width, t.name, list(t.dims)))
     sizes.sort(reverse=True)
     total = sum(s for s, _, _ in sizes)
     vocab_sized = [(name, dims) for _, name, dims in sizes if VOCAB in dims]
@@ -180,6 +189,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="qwen3-export-", dir=os.path.dirname(os.path.abspath(OUT)))
     try:
         raw = os.path.join(tmp, "model.onnx")
+        if FP16:
+            model = model.half()
         export(model, raw)  # > 2 GB: torch writes each initializer to its own file beside the graph
         print(f"exported in {time.time() - t0:.0f} s", flush=True)
         del model

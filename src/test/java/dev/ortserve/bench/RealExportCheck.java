@@ -27,8 +27,11 @@ import java.util.List;
  * test (the suite stays on small models).
  *
  * <pre>
- * flock /tmp/bigmem.lock java -Xmx8g @target/cp.args dev.ortserve.bench.RealExportCheck &lt;model dir&gt; &lt;rewrite cache dir&gt;
+ * flock /tmp/bigmem.lock java -Xmx8g @target/cp.args dev.ortserve.bench.RealExportCheck &lt;model dir&gt; &lt;rewrite cache dir&gt; [reference key]
  * </pre>
+ * The reference key (default {@code greedy_ids}, transformers' float32 ids) may name another list of each completion,
+ * such as {@code onnxruntime_greedy_ids} (onnxruntime Python on the file as exported: the reference for a float16
+ * export, whose ids leave float32's at its ties).
  * (target/cp.args as {@link StartBench} makes it)
  */
 public final class RealExportCheck {
@@ -38,7 +41,7 @@ public final class RealExportCheck {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: RealExportCheck <model dir> <rewrite cache dir>");
+            System.err.println("usage: RealExportCheck <model dir> <rewrite cache dir> [reference key]");
             System.exit(2);
         }
         Path dir = Path.of(args[0]);
@@ -51,7 +54,7 @@ public final class RealExportCheck {
             for (int i = 0; i < p.length; i++) p[i] = ref.get("prompt_ids").get(i).asInt();
             prompts.add(p);
             List<Integer> ids = new ArrayList<>();
-            ref.get("greedy_ids").forEach(n -> ids.add(n.asInt()));
+            ref.get(args.length > 2 ? args[2] : "greedy_ids").forEach(n -> ids.add(n.asInt()));
             expected.add(ids);
         }
         boolean allEqual = true;
