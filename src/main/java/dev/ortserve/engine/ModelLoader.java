@@ -222,6 +222,17 @@ public final class ModelLoader {
         } catch (IOException | RuntimeException e) {
             LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
         }
+        // an exact set that missed the load check before: straight to what it then served (its head-only subset)
+        String refused = null;
+        try {
+            refused = lossy ? null : GraphRewriter.refusal(modelFile, wanted, context, options.rewriteCache());
+        } catch (IOException | RuntimeException e) {
+            LOG.warnf("Cannot read the rewrite cache (%s); checking again", e.getMessage());
+        }
+        if (refused != null) {
+            LOG.infof("These rewrites missed the load check on %s before (%s)", modelFile.getFileName(), refused);
+            return headOnly(env, dir, genai, modelFile, alignment, options);
+        }
         // a quantized target is compared within 0.995 / 0.95: the original then runs unpacked (half the peak of
         // a cold quantized start); an exact rewrite is held to float rounding, so the original runs as served
         // (MatMulNBits kernels differ with and without prepacking)
@@ -242,6 +253,18 @@ public final class ModelLoader {
             LOG.warnf("Cannot run the load check on %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         }
+        return checked(env, dir, genai, modelFile, alignment, options, spec, expected, context);
+    }
+
+    /**
+     * Makes the rewrite {@code options} asks for and checks it against the original's probe outcome
+     * ({@code expected}, from {@code spec}): served when it agrees (or, lossy, with the warning), else the
+     * head-only subset is made and checked against the same outcome, or the original is served.
+     */
+    private static Rewritten checked(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options,
+                                     DecoderSpec spec, RewriteProbe.Outcome expected, int context) {
+        RewriteOptions wanted = options.rewrite();
+        boolean lossy = wanted.lossy();
         GraphRewriter.Result result = null;
         OrtSession candidate = null;
         try {
@@ -263,12 +286,19 @@ public final class ModelLoader {
             String warning = null;
             if (!agreement.agrees()) {
                 if (!made.lossy()) {
-                    LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving the original",
-                            String.join(", ", result.applied()), agreement.mismatch());
+                    boolean fallback = !wanted.headOnly().equals(wanted) && wanted.headOnly().any();
+                    LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving %s",
+                            String.join(", ", result.applied()), agreement.mismatch(), fallback ? "the rewrites that keep its sums (the head) instead" : "the original");
                     release(candidate);
                     candidate = null;
                     GraphRewriter.discard(result);
-                    return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+                    GraphRewriter.markRefused(modelFile, wanted, context, options.rewriteCache(), String.join(", ", result.applied()) + ": "
+                            + agreement.mismatch());
+                    if (!fallback) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+                    EngineOptions subset = options.withRewrite(wanted.headOnly(), options.rewriteCache());
+                    GraphRewriter.Result kept = GraphRewriter.verifiedEntry(modelFile, subset.rewrite(), context, options.rewriteCache());
+                    if (kept != null) return new Rewritten(handOver(open(env, kept.file(), subset)), kept.applied(), kept.file());
+                    return checked(env, dir, genai, modelFile, alignment, subset, spec, expected, context);
                 }
                 if (made.precision() != WeightPrecision.MODEL) {
                     warning = String.format("%s=%s: the quantized model's logits agree with the original's at cosine %.4f on the load probe, "
@@ -308,6 +338,17 @@ public final class ModelLoader {
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         }
+    }
+
+    /**
+     * An exact rewrite set missed the load check (fusions and packing reorder or merge float rounding, which
+     * float16 graphs amplify): the head-only subset (the head on the last positions, a tied head read from the
+     * embedding: the same sums) is made and checked in its place, or the original served when that is all there is.
+     */
+    private static Rewritten headOnly(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
+        RewriteOptions subset = options.rewrite().headOnly();
+        if (subset.equals(options.rewrite()) || !subset.any()) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+        return rewritten(env, dir, genai, modelFile, alignment, options.withRewrite(subset, options.rewriteCache()));
     }
 
     /** The original's spec and what it gave on the load probe. */

@@ -269,6 +269,39 @@ class GraphRewriteTest {
         }
     }
 
+    /**
+     * An exact set that misses the load check (here: a K/V tolerance only unchanged K/V meet; at real size a float16
+     * export's fusions miss the real one) is not all lost: the head-only subset (the same sums) is made and checked
+     * against the same probe outcome and served, and the miss is remembered in the cache, so the next start serves
+     * that subset from the cache without rewriting or checking the set again.
+     */
+    @Test
+    void anExactSetThatMissesTheLoadCheckFallsBackToTheHeadAndTheMissIsRemembered() throws Exception {
+        Path cache = dir.resolve("cache-refused");
+        EngineOptions options = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), cache);
+        List<List<Integer>> plain;
+        try (LoadedModel model = ModelLoader.load(tiny, EngineOptions.defaults())) {
+            plain = greedy(model, EngineOptions.defaults(), prompts(model), 16);
+        }
+        double previous = dev.ortserve.engine.load.RewriteProbe.exactKvTolerance(0);
+        try {
+            try (LoadedModel model = ModelLoader.load(tiny, options)) {
+                assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS), model.rewrites());
+                assertEquals(plain, greedy(model, options, prompts(model), 16));
+            }
+            try (Stream<Path> entries = Files.list(cache)) {
+                assertEquals(1, entries.filter(p -> p.getFileName().toString().endsWith(".refused")).count());
+            }
+            ModelLoader.resetSessionAccounting();
+            try (LoadedModel model = ModelLoader.load(tiny, options)) {
+                assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS), model.rewrites());
+                assertEquals(1, ModelLoader.sessionsOpened(), "the served session only: nothing rewritten or probed again");
+            }
+        } finally {
+            dev.ortserve.engine.load.RewriteProbe.exactKvTolerance(previous);
+        }
+    }
+
     @Test
     void aGraphTheRewriteDoesNotFitIsServedAsExportedWithTheReason() throws Exception {
         // present.0.key is computed by a Concat, not a MatMul head: nothing to rewrite

@@ -52,6 +52,19 @@ public final class RewriteProbe {
         return precision == WeightPrecision.INT4 ? 0.95 : precision == WeightPrecision.INT8 ? 0.995 : 0.9999;
     }
 
+    /** How far an exact rewrite's present K/V may be from the original's, relative to their largest value. */
+    private static volatile double exactKvTolerance = 1e-4;
+
+    /**
+     * Test seam: sets the exact rewrites' K/V tolerance, returns the previous one (0: only K/V computed by the
+     * same arithmetic pass, so a test can make a fusion miss the check while the head-only rewrites pass).
+     */
+    public static double exactKvTolerance(double tolerance) {
+        double previous = exactKvTolerance;
+        exactKvTolerance = tolerance;
+        return previous;
+    }
+
     /** The bound for float16 KV alone (float16 attention arithmetic and KV: rounding of 2^-11 relative, not a quantization). */
     static final double HALF_KV_MIN_COSINE = 0.999;
 
@@ -164,7 +177,7 @@ public final class RewriteProbe {
                 }
             }
         }
-        if (!(maxDiff <= 1e-4 * maxAbs)) return String.format("layer %d %s: differs by %.3g of its largest value", layer, which, maxDiff / maxAbs);
+        if (!(maxDiff <= exactKvTolerance * maxAbs)) return String.format("layer %d %s: differs by %.3g of its largest value", layer, which, maxDiff / maxAbs);
         return null;
     }
 }

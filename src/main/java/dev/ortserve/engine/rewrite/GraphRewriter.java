@@ -225,6 +225,26 @@ public final class GraphRewriter {
         deleteTree(result.entry());
     }
 
+    /**
+     * Records that these options' rewrite of the model missed the load check ({@code why}), so later
+     * starts go straight to what is served instead (see {@link #refusal}): the miss is a property of
+     * the file, this version and the options, all in the key.
+     */
+    public static void markRefused(Path modelFile, RewriteOptions options, int positions, Path cacheRoot, String why) throws IOException {
+        Files.createDirectories(cacheRoot);
+        Path marker = cacheRoot.resolve(key(modelFile, options, positions) + ".refused");
+        Path tmp = Files.createTempFile(cacheRoot, "refused", ".tmp");
+        Files.writeString(tmp, why);
+        Files.move(tmp, marker, StandardCopyOption.REPLACE_EXISTING);
+    }
+
+    /** Why these options' rewrite of the model missed the load check before, or null if it has not. */
+    public static String refusal(Path modelFile, RewriteOptions options, int positions, Path cacheRoot) throws IOException {
+        if (!options.any()) return null;
+        Path marker = cacheRoot.resolve(key(modelFile, options, positions) + ".refused");
+        return Files.isRegularFile(marker) ? Files.readString(marker) : null;
+    }
+
     private static Result readEntry(Path entry, String key) {
         try {
             Path manifestFile = entry.resolve("manifest.json");

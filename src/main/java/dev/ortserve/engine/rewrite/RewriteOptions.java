@@ -60,6 +60,15 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype);
     }
 
+    /**
+     * These options without the rewrites that change the arithmetic's rounding (the attention, norm and
+     * rotary fusions, packed projections): the head on the last positions (and a tied head from the
+     * embedding) computes the same sums. What is served when an exact set misses the load check.
+     */
+    public RewriteOptions headOnly() {
+        return new RewriteOptions(lastPositionLogits, precision, false, false, false, false, kvCacheDtype);
+    }
+
     /** Float16 KV asked for ({@link KvCacheDtype#FLOAT16}). */
     public boolean halfKv() {
         return kvCacheDtype == KvCacheDtype.FLOAT16;
