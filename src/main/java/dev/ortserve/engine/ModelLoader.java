@@ -292,8 +292,12 @@ public final class ModelLoader {
                     release(candidate);
                     candidate = null;
                     GraphRewriter.discard(result);
-                    GraphRewriter.markRefused(modelFile, wanted, context, options.rewriteCache(), String.join(", ", result.applied()) + ": "
-                            + agreement.mismatch());
+                    try {
+                        GraphRewriter.markRefused(modelFile, wanted, context, options.rewriteCache(), String.join(", ", result.applied()) + ": "
+                                + agreement.mismatch());
+                    } catch (IOException e) {
+                        LOG.warnf("Cannot record the miss in the rewrite cache (%s): the next start checks these rewrites again", e.getMessage());
+                    }
                     if (!fallback) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
                     EngineOptions subset = options.withRewrite(wanted.headOnly(), options.rewriteCache());
                     GraphRewriter.Result kept = GraphRewriter.verifiedEntry(modelFile, subset.rewrite(), context, options.rewriteCache());
