@@ -59,7 +59,7 @@ public final class ModelLoader {
         KvAlignment alignment = alignment(onnxFile);
         if (genai) logSharedBuffer(dir, alignment);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
-        Rewritten rewritten = rewritten(env, dir, genai, onnxFile, alignment, options);
+        Rewritten rewritten = oneLoad(() -> rewritten(env, dir, genai, onnxFile, alignment, options));
         OrtSession session = rewritten.session;
         try {
             // a graph whose attention was rewritten to GroupQueryAttention is served right-padded
@@ -341,6 +341,17 @@ public final class ModelLoader {
             }
             LOG.warnf("Cannot rewrite %s (%s); serving it as exported", modelFile, e.getMessage());
             return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+        }
+    }
+
+    /** {@link GraphRewriter#oneLoad}: what the load throws passes unchanged (it throws only unchecked exceptions). */
+    private static Rewritten oneLoad(GraphRewriter.LoadWork<Rewritten> work) {
+        try {
+            return GraphRewriter.oneLoad(work);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Exception e) {
+            throw new ModelLoadException("Cannot load the model: " + e.getMessage(), e);
         }
     }
 

@@ -188,6 +188,26 @@ public final class GraphRewriter {
         }
     }
 
+    /** Work that may throw what a model load throws. */
+    public interface LoadWork<T> {
+        T run() throws Exception;
+    }
+
+    /**
+     * Runs one model load's work (its load check and rewrite, on this thread): an exporter's stored head is
+     * compared with the embedding once within it, not once by the check's segments and again by the rewrite.
+     * Nothing is kept beyond it, so a file changed between loads is compared afresh.
+     */
+    public static <T> T oneLoad(LoadWork<T> work) throws Exception {
+        boolean outer = TiedHead.ONE_LOAD.get() == null;
+        if (outer) TiedHead.ONE_LOAD.set(new java.util.HashMap<>());
+        try {
+            return work.run();
+        } finally {
+            if (outer) TiedHead.ONE_LOAD.remove();
+        }
+    }
+
     /** A verified cache entry for these options, or null (then load the original and call {@link #rewrite}). */
     public static Result verifiedEntry(Path modelFile, RewriteOptions options, Path cacheRoot) throws IOException {
         return verifiedEntry(modelFile, options, 0, cacheRoot);

@@ -8,11 +8,9 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.channels.FileChannel;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.HashSet;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Set;
 
@@ -113,26 +111,17 @@ final class TiedHead {
         if ((xw.length() >= 0 && xw.length() != bytes) || (xe.length() >= 0 && xe.length() != bytes)) return false;
         Path fw = OnnxModelFile.dataFile(w, xw.location(), g.sourceDir), fe = OnnxModelFile.dataFile(e, xe.location(), g.sourceDir);
         // a cold start compares the same pair twice (the load check's segments, then the rewrite): 2 x 622 MB read at Qwen3-0.6B's size
-        String key = fw.toAbsolutePath() + "@" + xw.offset() + ":" + Files.size(fw) + ":" + Files.getLastModifiedTime(fw).toMillis() + " ~ "
-                + fe.toAbsolutePath() + "@" + xe.offset() + ":" + Files.size(fe) + ":" + Files.getLastModifiedTime(fe).toMillis() + " " + rows + "x" + cols;
-        synchronized (COMPARED) {
-            Boolean known = COMPARED.get(key);
-            if (known != null) return known;
-        }
+        Map<String, Boolean> memo = ONE_LOAD.get();
+        String key = fw.toAbsolutePath() + "@" + xw.offset() + " ~ " + fe.toAbsolutePath() + "@" + xe.offset() + " " + rows + "x" + cols;
+        Boolean known = memo == null ? null : memo.get(key);
+        if (known != null) return known;
         boolean same = compareInBands(fw, fe, xw, xe, bytes, rows, cols);
-        synchronized (COMPARED) {
-            COMPARED.put(key, same);
-        }
+        if (memo != null) memo.put(key, same);
         return same;
     }
 
-    /** Comparisons of stored heads with embeddings already made, by data files (path, offset, size, modification time) and shape. */
-    private static final Map<String, Boolean> COMPARED = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Boolean> eldest) {
-            return size() > 16;
-        }
-    };
+    /** The comparisons made within the current model load on this thread ({@link GraphRewriter#oneLoad}), else none kept. */
+    static final ThreadLocal<Map<String, Boolean>> ONE_LOAD = new ThreadLocal<>();
 
     private static boolean compareInBands(Path fw, Path fe, OnnxModelFile.External xw, OnnxModelFile.External xe, long bytes, int rows, int cols)
             throws IOException {
