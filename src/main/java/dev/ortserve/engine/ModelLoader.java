@@ -59,7 +59,7 @@ public final class ModelLoader {
         KvAlignment alignment = alignment(onnxFile);
         if (genai) logSharedBuffer(dir, alignment);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
-        Rewritten rewritten = oneLoad(() -> rewritten(env, dir, genai, onnxFile, alignment, options));
+        Rewritten rewritten = GraphRewriter.oneLoad(() -> rewritten(env, dir, genai, onnxFile, alignment, options));
         OrtSession session = rewritten.session;
         try {
             // a graph whose attention was rewritten to GroupQueryAttention is served right-padded
@@ -286,9 +286,9 @@ public final class ModelLoader {
             String warning = null;
             if (!agreement.agrees()) {
                 if (!made.lossy()) {
-                    boolean fallback = !wanted.headOnly().equals(wanted) && wanted.headOnly().any();
+                    RewriteOptions fallback = headOnlySubset(wanted);
                     LOG.warnf("The rewritten graph (%s) does not match the original on the probe input: %s; serving %s",
-                            String.join(", ", result.applied()), agreement.mismatch(), fallback ? "the rewrites that keep its sums (the head) instead" : "the original");
+                            String.join(", ", result.applied()), agreement.mismatch(), fallback != null ? "the rewrites that keep its sums (the head) instead" : "the original");
                     release(candidate);
                     candidate = null;
                     GraphRewriter.discard(result);
@@ -298,8 +298,8 @@ public final class ModelLoader {
                     } catch (IOException e) {
                         LOG.warnf("Cannot record the miss in the rewrite cache (%s): the next start checks these rewrites again", e.getMessage());
                     }
-                    if (!fallback) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
-                    EngineOptions subset = options.withRewrite(wanted.headOnly(), options.rewriteCache());
+                    if (fallback == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+                    EngineOptions subset = options.withRewrite(fallback, options.rewriteCache());
                     GraphRewriter.Result kept = GraphRewriter.verifiedEntry(modelFile, subset.rewrite(), context, options.rewriteCache());
                     if (kept != null) return new Rewritten(handOver(open(env, kept.file(), subset)), kept.applied(), kept.file());
                     return checked(env, dir, genai, modelFile, alignment, subset, spec, expected, context);
@@ -344,26 +344,21 @@ public final class ModelLoader {
         }
     }
 
-    /** {@link GraphRewriter#oneLoad}: what the load throws passes unchanged (it throws only unchecked exceptions). */
-    private static Rewritten oneLoad(GraphRewriter.LoadWork<Rewritten> work) {
-        try {
-            return GraphRewriter.oneLoad(work);
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Exception e) {
-            throw new ModelLoadException("Cannot load the model: " + e.getMessage(), e);
-        }
-    }
-
     /**
      * An exact rewrite set missed the load check (fusions and packing reorder or merge float rounding, which
      * float16 graphs amplify): the head-only subset (the head on the last positions, a tied head read from the
      * embedding: the same sums) is made and checked in its place, or the original served when that is all there is.
      */
     private static Rewritten headOnly(OrtEnvironment env, Path dir, boolean genai, Path modelFile, KvAlignment alignment, EngineOptions options) {
-        RewriteOptions subset = options.rewrite().headOnly();
-        if (subset.equals(options.rewrite()) || !subset.any()) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
+        RewriteOptions subset = headOnlySubset(options.rewrite());
+        if (subset == null) return new Rewritten(handOver(open(env, modelFile, options)), List.of(), modelFile);
         return rewritten(env, dir, genai, modelFile, alignment, options.withRewrite(subset, options.rewriteCache()));
+    }
+
+    /** The head-only subset of {@code wanted} to fall back to, or null when it is {@code wanted} itself or nothing. */
+    private static RewriteOptions headOnlySubset(RewriteOptions wanted) {
+        RewriteOptions subset = wanted.headOnly();
+        return subset.equals(wanted) || !subset.any() ? null : subset;
     }
 
     /** The original's spec and what it gave on the load probe. */

@@ -51,7 +51,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * with its attention rewritten on load into GroupQueryAttention ({@code ORTSERVE_ENGINE_FUSE_ATTENTION}),
  * served right-padded with KV in place: what the rewrite gives a user of an Optimum export.
  * {@code -Dbench.model=<dir>} measures that model directory instead of the generator's (a real
- * exporter's file: bench/realsize/export_qwen3_transformers.py); {@code -Dbench.kv=copying} measures
+ * exporter's file: bench/realsize/export_qwen3_transformers.py; its precision column reads {@code model}, the file's own); {@code -Dbench.kv=copying} measures
  * the copying path only (an Optimum export has no GroupQueryAttention, so both engines would copy;
  * the in-place columns then read 0 and the tsv gets the copying path).
  */
@@ -83,7 +83,8 @@ class LongContextDecodeBenchmark {
                 .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(false).withKvCacheDtype(KV_DTYPE),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
-        String precision = (PRECISION == WeightPrecision.MODEL ? "fp32" : PRECISION.name().toLowerCase())
+        // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"
+        String precision = (PRECISION == WeightPrecision.MODEL ? (MODEL != null ? "model" : "fp32") : PRECISION.name().toLowerCase())
                 + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.AUTO ? "" : "/kv-float16");
         StringBuilder report = new StringBuilder(String.format("long-context decode, %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "

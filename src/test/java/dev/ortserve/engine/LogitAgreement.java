@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.load.RewriteProbe;
+
 import dev.ortserve.engine.runner.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 
@@ -44,18 +46,12 @@ public final class LogitAgreement {
             int token = -1;
             for (int step = 0; step <= steps; step++) {
                 float[] x = step == 0 ? a.prefill(prompt) : a.decode(token), y = step == 0 ? b.prefill(prompt) : b.decode(token);
-                double dot = 0, nx = 0, ny = 0;
-                int ax = 0, ay = 0;
                 for (int i = 0; i < x.length; i++) {
-                    dot += (double) x[i] * y[i];
-                    nx += (double) x[i] * x[i];
-                    ny += (double) y[i] * y[i];
                     maxDiff = Math.max(maxDiff, Math.abs(x[i] - y[i]));
                     maxAbs = Math.max(maxAbs, Math.abs(x[i]));
-                    if (x[i] > x[ax]) ax = i;
-                    if (y[i] > y[ay]) ay = i;
                 }
-                double cosine = dot / Math.sqrt(nx * ny);
+                int ax = RewriteProbe.argMax(x), ay = RewriteProbe.argMax(y);
+                double cosine = RewriteProbe.cosine(x, y);
                 min = Math.min(min, cosine);
                 sum += cosine;
                 if (ax == ay) agree++;

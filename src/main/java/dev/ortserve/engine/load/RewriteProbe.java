@@ -74,6 +74,24 @@ public final class RewriteProbe {
         return options.halfKv() ? Math.min(weights, HALF_KV_MIN_COSINE) : weights;
     }
 
+    /** The cosine similarity of two logit vectors of one length (NaN when either is all zeros or holds a NaN). */
+    public static double cosine(float[] x, float[] y) {
+        double dot = 0, nx = 0, ny = 0;
+        for (int i = 0; i < x.length; i++) {
+            dot += (double) x[i] * y[i];
+            nx += (double) x[i] * x[i];
+            ny += (double) y[i] * y[i];
+        }
+        return dot / Math.sqrt(nx * ny);
+    }
+
+    /** The index of the largest value (the first of equal ones). */
+    public static int argMax(float[] x) {
+        int at = 0;
+        for (int i = 1; i < x.length; i++) if (x[i] > x[at]) at = i;
+        return at;
+    }
+
     /** Runs the probe on one session and copies out what the comparison needs. */
     public static Outcome run(OrtEnvironment env, DecoderSpec spec, OrtSession session) throws OrtException {
         return run(env, spec, OrtDecoderRunner.of(session));
@@ -127,16 +145,8 @@ public final class RewriteProbe {
         String mismatch = null;
         for (int r = 0; r < a.lastLogits().length; r++) {
             float[] x = a.lastLogits()[r], y = b.lastLogits()[r];
-            double dot = 0, nx = 0, ny = 0;
-            int ax = 0, ay = 0;
-            for (int i = 0; i < x.length; i++) {
-                dot += (double) x[i] * y[i];
-                nx += (double) x[i] * x[i];
-                ny += (double) y[i] * y[i];
-                if (x[i] > x[ax]) ax = i;
-                if (y[i] > y[ay]) ay = i;
-            }
-            double cosine = dot / Math.sqrt(nx * ny);
+            int ax = argMax(x), ay = argMax(y);
+            double cosine = cosine(x, y);
             if (!(cosine >= lowest)) lowest = cosine; // NaN stays
             if (mismatch == null && !(cosine >= minCosine)) mismatch = String.format("row %d: cosine %.5f < %.4f", r, cosine, minCosine);
             if (mismatch == null && ax != ay && exact) mismatch = "row " + r + ": arg max " + ay + " instead of " + ax;

@@ -188,21 +188,16 @@ public final class GraphRewriter {
         }
     }
 
-    /** Work that may throw what a model load throws. */
-    public interface LoadWork<T> {
-        T run() throws Exception;
-    }
-
     /**
      * Runs one model load's work (its load check and rewrite, on this thread): an exporter's stored head is
      * compared with the embedding once within it, not once by the check's segments and again by the rewrite.
      * Nothing is kept beyond it, so a file changed between loads is compared afresh.
      */
-    public static <T> T oneLoad(LoadWork<T> work) throws Exception {
+    public static <T> T oneLoad(java.util.function.Supplier<T> work) {
         boolean outer = TiedHead.ONE_LOAD.get() == null;
         if (outer) TiedHead.ONE_LOAD.set(new java.util.HashMap<>());
         try {
-            return work.run();
+            return work.get();
         } finally {
             if (outer) TiedHead.ONE_LOAD.remove();
         }
