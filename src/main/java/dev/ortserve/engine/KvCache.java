@@ -4,6 +4,7 @@ import dev.ortserve.engine.kv.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -163,10 +164,12 @@ final class KvCache implements AutoCloseable {
         OnnxTensor[] newKeys = new OnnxTensor[spec.layers()], newValues = new OnnxTensor[spec.layers()];
         ByteBuffer[] newKeyData = new ByteBuffer[spec.layers()], newValueData = new ByteBuffer[spec.layers()];
         List<OnnxTensor> made = new ArrayList<>();
+        List<ByteBuffer> allocated = new ArrayList<>();
         try {
             for (int l = 0; l < spec.layers(); l++) {
                 for (int kind = 0; kind < 2; kind++) {
                     ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newSpan);
+                    if (dst != null) allocated.add(dst);
                     int row = 0;
                     if (readBatch) {
                         Buffer src = inPlace ? KvBlock.view(kind == 0 ? keyData[l] : valueData[l], spec)
@@ -202,8 +205,9 @@ final class KvCache implements AutoCloseable {
                     }
                 }
             }
-        } catch (OrtException | RuntimeException e) {
+        } catch (OrtException | RuntimeException | OutOfMemoryError e) {
             made.forEach(OnnxTensor::close);
+            allocated.forEach(NativeBuffers::free);
             inserting.values().forEach(PrefixCache.Insertion::abandon);
             throw e;
         }
@@ -214,7 +218,10 @@ final class KvCache implements AutoCloseable {
             values = newValues;
             keyData = newKeyData;
             valueData = newValueData;
-            owner = () -> made.forEach(OnnxTensor::close);
+            owner = () -> {
+                made.forEach(OnnxTensor::close);
+                allocated.forEach(NativeBuffers::free); // now, not when a collection finds them
+            };
         }
         length = next.isEmpty() ? 0 : newLength;
         span = next.isEmpty() ? 0 : newSpan;
@@ -248,8 +255,10 @@ final class KvCache implements AutoCloseable {
         span = 0;
     }
 
+    /** Frees the batch's tensors and the prefix cache's blocks (the engine has stopped: nothing references them). */
     @Override
     public void close() {
         release();
+        if (prefix != null) prefix.evict(Long.MAX_VALUE);
     }
 }

@@ -3,6 +3,7 @@ package dev.ortserve.engine;
 import dev.ortserve.engine.kv.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -25,22 +26,26 @@ final class KvRows implements AutoCloseable {
     private final OnnxTensor[] keys;
     private final OnnxTensor[] values;
     private final List<OnnxTensor> made;
+    private final List<ByteBuffer> allocated;
 
-    private KvRows(OnnxTensor[] keys, OnnxTensor[] values, List<OnnxTensor> made) {
+    private KvRows(OnnxTensor[] keys, OnnxTensor[] values, List<OnnxTensor> made, List<ByteBuffer> allocated) {
         this.keys = keys;
         this.values = values;
         this.made = made;
+        this.allocated = allocated;
     }
 
     /** @param keep per row, how many of the sequence's first positions to take */
     static KvRows gather(DecoderSpec spec, OrtEnvironment env, List<Sequence> rows, int[] keep, int length) throws OrtException {
-        if (length == 0) return new KvRows(null, null, List.of());
+        if (length == 0) return new KvRows(null, null, List.of(), List.of());
         OnnxTensor[] keys = new OnnxTensor[spec.layers()], values = new OnnxTensor[spec.layers()];
         List<OnnxTensor> made = new ArrayList<>();
+        List<ByteBuffer> allocated = new ArrayList<>();
         try {
             for (int l = 0; l < spec.layers(); l++) {
                 for (int kind = 0; kind < 2; kind++) {
                     ByteBuffer dst = KvBlock.allocate(spec, rows.size(), length);
+                    allocated.add(dst);
                     Map<OnnxTensor, Buffer> read = new IdentityHashMap<>();
                     for (int r = 0; r < rows.size(); r++) {
                         Sequence s = rows.get(r);
@@ -56,11 +61,12 @@ final class KvRows implements AutoCloseable {
                     if (kind == 0) keys[l] = t; else values[l] = t;
                 }
             }
-        } catch (OrtException | RuntimeException e) {
+        } catch (OrtException | RuntimeException | OutOfMemoryError e) {
             made.forEach(OnnxTensor::close);
+            allocated.forEach(NativeBuffers::free);
             throw e;
         }
-        return new KvRows(keys, values, made);
+        return new KvRows(keys, values, made, allocated);
     }
 
     OnnxTensor[] keys() {
@@ -74,5 +80,6 @@ final class KvRows implements AutoCloseable {
     @Override
     public void close() {
         made.forEach(OnnxTensor::close);
+        allocated.forEach(NativeBuffers::free);
     }
 }

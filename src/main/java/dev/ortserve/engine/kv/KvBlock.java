@@ -1,6 +1,7 @@
 package dev.ortserve.engine.kv;
 
 import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
@@ -29,9 +30,9 @@ public final class KvBlock {
         return OnnxTensor.createTensor(env, none, new long[] {batch, spec.kvHeads(), 0, spec.headDim()}, spec.kvType());
     }
 
-    /** A copy of a tensor's contents (one copy, at repack time only). */
+    /** A tensor's elements, read where they are (valid until it is closed; see {@link NativeBuffers#view}). */
     public static Buffer read(OnnxTensor tensor, DecoderSpec spec) {
-        return spec.kvType() == OnnxJavaType.FLOAT ? tensor.getFloatBuffer() : tensor.getShortBuffer();
+        return NativeBuffers.view(tensor);
     }
 
     /** The elements of a buffer this engine allocated, without a copy (in-place KV, whose tensors wrap it). */
@@ -39,10 +40,10 @@ public final class KvBlock {
         return spec.kvType() == OnnxJavaType.FLOAT ? data.asFloatBuffer() : data.asShortBuffer();
     }
 
-    /** A zeroed direct buffer for [batch, kvHeads, length, headDim]. */
+    /** A zeroed direct buffer for [batch, kvHeads, length, headDim], to be given back with {@link NativeBuffers#free}. */
     public static ByteBuffer allocate(DecoderSpec spec, int batch, int length) {
         long elements = (long) batch * spec.kvHeads() * length * spec.headDim();
-        return ByteBuffer.allocateDirect((int) (elements * spec.kvElementBytes())).order(ByteOrder.nativeOrder());
+        return NativeBuffers.allocate(elements * spec.kvElementBytes());
     }
 
     /**

@@ -1,6 +1,7 @@
 package dev.ortserve.engine.kv;
 
 import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -8,7 +9,6 @@ import ai.onnxruntime.OrtException;
 
 import java.nio.Buffer;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.ShortBuffer;
 import java.util.ArrayList;
@@ -175,10 +175,16 @@ public final class PrefixCache {
         int layers = spec.layers(), kv = spec.kvHeads(), d = spec.headDim(), e = spec.kvElementBytes();
         OnnxTensor[] keys = new OnnxTensor[layers], values = new OnnxTensor[layers];
         List<OnnxTensor> made = new ArrayList<>(2 * layers);
+        List<ByteBuffer> allocated = new ArrayList<>(2 * layers);
+        Runnable free = () -> {
+            made.forEach(OnnxTensor::close);
+            allocated.forEach(NativeBuffers::free);
+        };
         try {
             for (int l = 0; l < layers; l++) {
                 for (int kind = 0; kind < 2; kind++) {
                     ByteBuffer dst = KvBlock.allocate(spec, 1, tokens);
+                    allocated.add(dst);
                     for (int j = 0; j * BLOCK < tokens; j++) {
                         int n = Math.min(BLOCK, tokens - j * BLOCK);
                         ByteBuffer src = hold.held.get(j).data;
@@ -193,11 +199,11 @@ public final class PrefixCache {
                     if (kind == 0) keys[l] = t; else values[l] = t;
                 }
             }
-        } catch (OrtException | RuntimeException ex) {
-            made.forEach(OnnxTensor::close);
+        } catch (OrtException | RuntimeException | OutOfMemoryError ex) {
+            free.run();
             throw ex;
         }
-        return new PendingKv(keys, values, 0, tokens, new PendingKv.Holder(() -> made.forEach(OnnxTensor::close), 1));
+        return new PendingKv(keys, values, 0, tokens, new PendingKv.Holder(free::run, 1));
     }
 
     /** Element offset of (layer, key/value, head, position) in a block. */
@@ -226,7 +232,7 @@ public final class PrefixCache {
                 continue;
             }
             if (!makeRoom()) break;
-            Block b = new Block(nextId++, key, ByteBuffer.allocateDirect(blockBytes).order(ByteOrder.nativeOrder()));
+            Block b = new Block(nextId++, key, NativeBuffers.allocate(blockBytes));
             bytes.addAndGet(blockBytes); // counted as soon as allocated, so the next makeRoom sees it
             unpublished.put(key, b);
             hold.add(b);
@@ -259,6 +265,7 @@ public final class PrefixCache {
                 count.decrementAndGet();
                 evicted.incrementAndGet();
                 freed += blockBytes;
+                NativeBuffers.free(b.data); // unreferenced: no sequence reads it, nothing copies into it
             }
         }
         return freed;

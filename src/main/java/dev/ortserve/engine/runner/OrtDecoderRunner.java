@@ -4,6 +4,7 @@ import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -12,7 +13,6 @@ import ai.onnxruntime.OrtSession;
 import dev.ortserve.engine.rewrite.GraphRewriter;
 
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.nio.LongBuffer;
 import java.util.ArrayList;
@@ -111,16 +111,17 @@ public final class OrtDecoderRunner implements DecoderRunner {
         int b = pass.batch(), n = pass.newLength(), total = pass.totalLength();
         Map<String, OnnxTensor> in = new HashMap<>();
         List<OnnxTensor> created = new ArrayList<>();
+        List<ByteBuffer> inputs = new ArrayList<>(); // the inputs' direct buffers, freed with their tensors
         try {
-            put(in, created, spec.inputIds(), OnnxTensor.createTensor(env, longs(pass.ids()), new long[] {b, n}));
-            put(in, created, spec.attentionMask(), OnnxTensor.createTensor(env, longs(pass.mask()), new long[] {b, total}));
+            put(in, created, spec.inputIds(), OnnxTensor.createTensor(env, longs(pass.ids(), inputs), new long[] {b, n}));
+            put(in, created, spec.attentionMask(), OnnxTensor.createTensor(env, longs(pass.mask(), inputs), new long[] {b, total}));
             if (spec.positionIds() != null) {
-                put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, longs(pass.positions()), new long[] {b, n}));
+                put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, longs(pass.positions(), inputs), new long[] {b, n}));
             }
             if (lastColumnsInput) {
                 long[] last = new long[b];
                 for (int r = 0; r < b; r++) last[r] = pass.lastColumns()[r];
-                put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last), new long[] {b, 1, 1}));
+                put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last, inputs), new long[] {b, 1, 1}));
             }
             if (spec.useCacheBranch() != null) {
                 put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {pass.pastLength() > 0}));
@@ -145,6 +146,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
             return new OrtForward(session.run(in, logitsOnly, pinned), pass.lastColumns(), pinned);
         } finally {
             for (OnnxTensor t : created) t.close();
+            inputs.forEach(NativeBuffers::free);
         }
     }
 
@@ -153,8 +155,10 @@ public final class OrtDecoderRunner implements DecoderRunner {
         created.add(t);
     }
 
-    private static LongBuffer longs(long[] values) {
-        LongBuffer b = ByteBuffer.allocateDirect(values.length * Long.BYTES).order(ByteOrder.nativeOrder()).asLongBuffer();
+    private static LongBuffer longs(long[] values, List<ByteBuffer> allocated) {
+        ByteBuffer bytes = NativeBuffers.allocate((long) values.length * Long.BYTES);
+        allocated.add(bytes);
+        LongBuffer b = bytes.asLongBuffer();
         b.put(values).flip();
         return b;
     }
@@ -180,7 +184,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
                 long[] shape = t.getInfo().getShape();
                 vocab = (int) shape[shape.length - 1];
                 columns = shape.length == 3 ? (int) shape[1] : 1;
-                logits = t.getFloatBuffer();
+                logits = NativeBuffers.floats(t); // read in place while the pass's outputs are open
             }
             return logits;
         }
