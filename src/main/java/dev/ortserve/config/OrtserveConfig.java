@@ -193,6 +193,13 @@ public interface OrtserveConfig {
     @WithDefault("256")
     int compactionSummaryMaxTokens();
 
+    /**
+     * The memory the whole process may use: the model's resident weights, the JVM's heap, onnxruntime's
+     * working memory and the KV are split from it at start (logged). Unset = the cgroup's memory limit in a
+     * container, else the host's available memory.
+     */
+    Optional<MemorySize> memoryLimit();
+
     /** Engine limits. */
     Engine engine();
 
@@ -282,12 +289,19 @@ public interface OrtserveConfig {
 
         /**
          * KV budget: a waiting request starts only while the running sequences' KV, each counted at its
-         * prompt + max_tokens positions, fits (it waits otherwise); unset = half of the host's available
-         * memory at start, at most max-sequences rows of the whole context (logged at start). The
-         * prefix cache's blocks that no running sequence references count against it too, and are
-         * evicted before a request has to wait.
+         * prompt + max_tokens positions, fits (it waits otherwise, at most queue-timeout); unset = what the
+         * memory budget ({@code ortserve.memory-limit}) leaves once the model is loaded, at most max-sequences
+         * rows of the whole context (the split is logged at start). The prefix cache's blocks that no running
+         * sequence references count against it too, and are evicted before a request has to wait.
          */
         Optional<MemorySize> kvCacheBytes();
+
+        /**
+         * The longest a request waits in the queue for KV budget (or a batch slot) before it is answered 503
+         * with Retry-After; 0 = it waits as long as it takes.
+         */
+        @WithDefault("60s")
+        java.time.Duration queueTimeout();
 
         /** Context length override; unset = the model's own. */
         OptionalInt maxModelLen();

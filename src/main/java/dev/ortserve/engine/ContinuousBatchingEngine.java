@@ -71,7 +71,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken, prefix);
         LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)"
                         + " and of prefix-cache blocks no running sequence uses (%s)",
-                kvBudget, options.kvCacheBytes() >= 0 ? "ORTSERVE_ENGINE_KV_CACHE_BYTES"
+                kvBudget, options.kvCacheBytes() >= 0 ? "as given"
                         : String.format("default: half of the %d MiB available, at most %d rows of the whole context", available >> 20, options.maxSequences()),
                 perToken, kvBudget / perToken,
                 prefix == null ? "prefix cache off" : String.format("prefix cache at most %,d bytes, evicted for running sequences", prefixBytes));
@@ -128,6 +128,11 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     public long kvBudgetBytes() {
         return scheduler.kvBudgetBytes();
+    }
+
+    /** Requests failed unstarted for waiting longer than the queue timeout ({@link EngineOptions#queueTimeout()}). */
+    public long queueTimeouts() {
+        return scheduler.timedOut();
     }
 
     /** Times a waiting request stayed in the queue because the KV budget was taken. */

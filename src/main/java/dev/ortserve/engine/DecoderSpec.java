@@ -75,6 +75,11 @@ public record DecoderSpec(ModelLayout layout, String inputIds, String attentionM
                 presentValueFormat, layers, kvHeads, headDim, vocabSize, maxModelLen, kvType, eosIds, bosId, defaults, other);
     }
 
+    /** KV bytes of one token of one sequence (every layer, keys and values). */
+    public long kvBytesPerToken() {
+        return 2L * layers * kvHeads * headDim * kvElementBytes();
+    }
+
     public int kvElementBytes() {
         return kvType == OnnxJavaType.FLOAT16 || kvType == OnnxJavaType.BFLOAT16 ? 2 : 4;
     }

@@ -31,11 +31,22 @@ import java.util.OptionalInt;
  *                          otherwise; one request alone always runs); the prefix cache's unreferenced blocks
  *                          count against it too and are evicted first ({@link Scheduler}); negative = the
  *                          default for the model ({@link #kvCacheBytes(DecoderSpec, long)})
+ * @param queueTimeout      the longest a request waits in the queue (for KV budget or a batch slot) before it
+ *                          fails with {@link EngineQueueTimeoutException}; zero = as long as it takes
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
                             long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
-                            boolean kvInPlace, long kvCacheBytes) {
+                            boolean kvInPlace, long kvCacheBytes, Duration queueTimeout) {
+
+    /** Requests wait in the queue as long as it takes. */
+    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
+                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
+                         boolean kvInPlace, long kvCacheBytes) {
+        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
+                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, Duration.ZERO);
+    }
 
     /** onnxruntime's own spin loop: intra-op threads spin until its spin count runs out, however long that is. */
     public static final int SPIN_UNBOUNDED = -1;
@@ -77,47 +88,53 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
     public EngineOptions withIntraOpSpinMicros(int micros) {
         if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes, queueTimeout);
     }
 
     /** Decode steps of GroupQueryAttention graphs write KV in place ({@code true}) or copy the past ({@code false}). */
     public EngineOptions withKvInPlace(boolean inPlace) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes, queueTimeout);
+    }
+
+    /** @param timeout the longest a request waits in the queue; zero: as long as it takes */
+    public EngineOptions withQueueTimeout(Duration timeout) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, timeout);
     }
 
     /** @param bytes the KV budget; negative: the default for the model ({@link #kvCacheBytes(DecoderSpec, long)}) */
     public EngineOptions withKvCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes, queueTimeout);
     }
 
     /**
@@ -142,6 +159,24 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
         java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
         if (os instanceof com.sun.management.OperatingSystemMXBean sun) return sun.getFreeMemorySize();
         return Runtime.getRuntime().maxMemory();
+    }
+
+    /**
+     * onnxruntime's working memory for the largest passes this engine runs, an estimate (its CPU arena keeps
+     * the peak of every pass it ran): the logits (every position of an idle engine's batched prefill, at most
+     * 256 MB, or one per row when the head runs on the last position), the attention scores of one prefill
+     * chunk continuing at the end of the context ([chunk, heads, context] float32, counted at four query heads
+     * per KV head, as GroupQueryAttention's CPU kernel materializes them), and the layers' activations of the
+     * widest pass (counted at 16 KV-widths per token).
+     */
+    public long workingBytes(DecoderSpec spec, boolean lastPositionLogits) {
+        long chunk = Math.max(1, prefillChunkTokens);
+        long vocab = spec.vocabSize();
+        long idlePass = Math.max(chunk, Math.min(chunk * maxSequences, lastPositionLogits ? Long.MAX_VALUE : (256L << 20) / (4 * vocab)));
+        long logits = lastPositionLogits ? 4L * vocab * Math.max(maxSequences, 1) : Math.min(4L * vocab * idlePass, 256L << 20);
+        long attention = 4L * chunk * 4L * spec.kvHeads() * spec.maxModelLen();
+        long activations = 4L * idlePass * 16L * spec.kvHeads() * spec.headDim();
+        return logits + attention + activations;
     }
 
     /** Whether onnxruntime's intra-op threads spin at all. */

@@ -59,6 +59,7 @@ final class Scheduler {
     private final long kvBytesPerToken;
     private final java.util.concurrent.atomic.AtomicLong kvReserved = new java.util.concurrent.atomic.AtomicLong();
     private final java.util.concurrent.atomic.AtomicLong kvWaits = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong timedOut = new java.util.concurrent.atomic.AtomicLong();
     /** The prefix cache inside the same budget, or null when it is off. Engine thread only. */
     private final PrefixCache prefix;
     private boolean closed;
@@ -117,6 +118,7 @@ final class Scheduler {
             while (!closed && queue.isEmpty() && !busy) work.awaitUninterruptibly();
             if (closed) return null;
             if (!busy) gatherBurst();
+            expire();
             List<Sequence> taken = new ArrayList<>();
             while (!queue.isEmpty() && taken.size() < free) {
                 Sequence s = queue.peek();
@@ -150,6 +152,30 @@ final class Scheduler {
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * Fails the queued sequences that have waited longer than the queue timeout (lock held): they leave
+     * without any model work done for them, holding nothing, with {@link EngineQueueTimeoutException}.
+     */
+    private void expire() {
+        long timeout = options.queueTimeout().toNanos();
+        if (timeout <= 0 || queue.isEmpty()) return;
+        long now = System.nanoTime();
+        for (java.util.Iterator<Sequence> it = queue.iterator(); it.hasNext(); ) {
+            Sequence s = it.next();
+            long waited = now - s.admittedAt;
+            if (waited < timeout) continue;
+            it.remove();
+            waiting.decrementAndGet();
+            timedOut.incrementAndGet();
+            s.fail(new EngineQueueTimeoutException(java.time.Duration.ofNanos(waited)));
+        }
+    }
+
+    /** Requests that left the queue unstarted because they waited longer than the queue timeout. */
+    long timedOut() {
+        return timedOut.get();
     }
 
     /**

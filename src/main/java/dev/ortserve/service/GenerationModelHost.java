@@ -81,7 +81,9 @@ public class GenerationModelHost {
         ServedModel assembled = assembler.assemble(modelId, source, dir, batching -> {
             batching.listener(metrics.engineListener(modelId));
             metrics.prefixCache(modelId, batching::prefixCache);
+            metrics.kvBudget(modelId, batching::kvHeldBytes, batching.kvBudgetBytes(), batching::queueTimeouts);
         });
+        metrics.memoryBudget(assembled.memory());
         GenerationEngine engine = assembled.engine();
         Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
                 .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);

@@ -2,6 +2,7 @@ package dev.ortserve.service;
 
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.memory.MemoryBudget;
 import dev.ortserve.parse.ParserSelection;
 import dev.ortserve.parse.ReasoningParser;
 import dev.ortserve.parse.ToolCallParser;
@@ -13,9 +14,10 @@ import dev.ortserve.service.prompt.ChatPromptRenderer;
  * {@link GenerationModelHost} at startup.
  *
  * @param source its directory, or owner/name@commit for a Hub model
+ * @param memory the process's memory as split at its start (the KV budget its engine got)
  */
 public record ServedModel(String id, String source, LoadedModel model, GenerationEngine engine, ChatPromptRenderer chatPrompts,
-                          ParserSelection parsers, long createdAt) {
+                          ParserSelection parsers, long createdAt, MemoryBudget memory) {
 
     /** The tool-call parser (configured or detected), or null when tool calling is off. */
     public ToolCallParser toolCallParser() {

@@ -7,6 +7,8 @@ import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.memory.MemoryBudget;
+import dev.ortserve.engine.memory.ProcessMemory;
 import dev.ortserve.engine.rewrite.KvCacheDtype;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
@@ -49,9 +51,11 @@ final class ServedModelAssembler {
 
     /** @param instrument attaches the metrics to the new engine before it serves anything */
     ServedModel assemble(String modelId, String source, Path dir, java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
-        EngineOptions options = engineOptions();
-        LoadedModel model = ModelLoader.load(dir, options, config.modelFile());
+        EngineOptions configured = engineOptions();
+        LoadedModel model = ModelLoader.load(dir, configured, config.modelFile());
         try {
+            MemoryBudget budget = memoryBudget(model, configured);
+            EngineOptions options = configured.withKvCacheBytes(budget.kv());
             String template = chatTemplate(model);
             ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
                     new dev.ortserve.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
@@ -62,12 +66,36 @@ final class ServedModelAssembler {
             LOG.infof("Model parsers: %s", parsers.describe());
             ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator);
             instrument.accept(engine);
-            return new ServedModel(modelId, source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond());
+            return new ServedModel(modelId, source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget);
         } catch (RuntimeException e) {
             model.close();
             throw e;
         }
     }
+
+    /**
+     * The process's memory split once the model is loaded (its resident set measured): the KV budget is what the
+     * limit leaves, or the configured one within it; a limit that cannot hold the model stops the start here.
+     */
+    private MemoryBudget memoryBudget(LoadedModel model, EngineOptions options) {
+        long perToken = model.spec().kvBytesPerToken();
+        int context = model.spec().maxModelLen();
+        MemoryBudget.Request request = new MemoryBudget.Request(config.memoryLimit().map(MemorySize::asLongValue).orElse(0L),
+                options.kvCacheBytes(), perToken * options.maxSequences() * (long) context, perToken * Math.min(context, MIN_KV_TOKENS),
+                options.workingBytes(model.spec(), model.lastPositionLogits()));
+        MemoryBudget budget;
+        try {
+            budget = MemoryBudget.split(new ProcessMemory(), request);
+        } catch (MemoryBudget.DoesNotFitException e) {
+            throw new ModelLoadException(e.getMessage() + " (ORTSERVE_MEMORY_LIMIT, ORTSERVE_ENGINE_KV_CACHE_BYTES)", e);
+        }
+        budget.warnings().forEach(w -> LOG.warnf("Memory budget: %s", w));
+        LOG.infof("Memory budget: %s", budget.describe());
+        return budget;
+    }
+
+    /** The least KV a start accepts: this many tokens of one sequence (or its whole context when shorter). */
+    static final int MIN_KV_TOKENS = 1024;
 
     private EngineOptions engineOptions() {
         WeightPrecision precision;
@@ -90,7 +118,7 @@ final class ServedModelAssembler {
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
-                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L));
+                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L), config.engine().queueTimeout());
     }
 
     /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */

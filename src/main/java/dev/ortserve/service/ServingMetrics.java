@@ -88,6 +88,37 @@ public class ServingMetrics {
                 .description("Prompt tokens whose KV was reused from the prefix cache").tag("model", model).register(registry);
     }
 
+    /**
+     * The KV budget as a router reads it (vLLM's {@code kv_cache_usage_perc}, the Gateway API Inference Extension's
+     * signal): bytes held against the budget (running sequences' reservations and unreferenced prefix-cache blocks),
+     * the budget, their ratio; requests failed unstarted after the queue timeout.
+     */
+    public void kvBudget(String model, java.util.function.LongSupplier held, long budget, java.util.function.LongSupplier timeouts) {
+        Gauge.builder("ortserve_kv_cache_used_bytes", held, h -> h.getAsLong())
+                .description("KV bytes held against the budget: running sequences' reservations and unreferenced prefix-cache blocks")
+                .tag("model", model).strongReference(true).register(registry);
+        Gauge.builder("ortserve_kv_cache_budget_bytes", () -> budget)
+                .description("The KV budget (ORTSERVE_ENGINE_KV_CACHE_BYTES, or what the memory limit leaves)").tag("model", model).register(registry);
+        Gauge.builder("ortserve_kv_cache_usage_perc", held, h -> budget <= 0 ? 0.0 : Math.min(1.0, h.getAsLong() / (double) budget))
+                .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).strongReference(true).register(registry);
+        FunctionCounter.builder("ortserve_queue_timeouts", timeouts, t -> t.getAsLong())
+                .description("Requests answered 503 unstarted after waiting the queue timeout for KV budget").tag("model", model)
+                .strongReference(true).register(registry);
+    }
+
+    /** The process's memory budget as split at start, one gauge per part. */
+    public void memoryBudget(dev.ortserve.engine.memory.MemoryBudget budget) {
+        java.util.Map<String, Long> parts = new java.util.LinkedHashMap<>();
+        parts.put("limit", budget.limit());
+        parts.put("resident_at_ready", budget.resident());
+        parts.put("heap_growth", budget.heapGrowth());
+        parts.put("onnxruntime_working", budget.working());
+        parts.put("overhead", budget.overhead());
+        parts.put("kv", budget.kv());
+        parts.forEach((part, bytes) -> Gauge.builder("ortserve_memory_budget_bytes", () -> bytes)
+                .description("The memory budget's parts as split at start (ORTSERVE_MEMORY_LIMIT)").tag("part", part).register(registry));
+    }
+
     /** The same events, timed: time to first token, inter-token latency, end to end, and token counts. */
     public Multi<TokenEvent> observe(String model, Multi<TokenEvent> events) {
         Timer ttft = timer("ortserve.time.to.first.token", "Time from admission to the first generated token", model);

@@ -165,6 +165,13 @@ class ArchitectureTest {
         selfContained("dev.ortserve.logging");
     }
 
+    @Test
+    void theMemoryAccountingImportsNothingOfOrtserve() {
+        // the budget's split and the native buffers' lifetimes are read by the engine (kv, runner) and the service alike:
+        // knowing neither keeps both arrows pointing down and no cycle between kv and runner through it
+        selfContained("dev.ortserve.engine.memory");
+    }
+
     /** A library lifted out of the app: its classes depend on nothing of dev.ortserve outside their own package tree. */
     private static void selfContained(String library) {
         noClasses().that().resideInAPackage(library + "..")

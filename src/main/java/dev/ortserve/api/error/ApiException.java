@@ -49,8 +49,8 @@ public class ApiException extends RuntimeException {
         if (e instanceof OverloadedException o) {
             return new ApiException(429, "rate_limit_error", e.getMessage(), e.param(), e.code(), o.retryAfterSeconds());
         }
-        if (e instanceof UnavailableException) {
-            return new ApiException(503, "service_unavailable_error", e.getMessage(), e.param(), e.code());
+        if (e instanceof UnavailableException u) {
+            return new ApiException(503, "service_unavailable_error", e.getMessage(), e.param(), e.code(), u.retryAfterSeconds());
         }
         if (e instanceof GenerationFailedException) {
             return new ApiException(500, "server_error", e.getMessage(), e.param(), e.code());

@@ -1,7 +1,9 @@
 package dev.ortserve.service.generation;
 
 import dev.ortserve.service.error.OverloadedException;
+import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.engine.EngineQueueFullException;
+import dev.ortserve.engine.EngineQueueTimeoutException;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenEvent;
@@ -61,11 +63,24 @@ public class CompletionService {
         List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
         for (int i = 0; i < streams.size(); i++) {
             int index = i;
-            Multi<TokenEvent> observed = metrics.observe(host.modelId(), streams.get(i));
+            Multi<TokenEvent> observed = metrics.observe(host.modelId(), streams.get(i))
+                    .onFailure(EngineQueueTimeoutException.class).transform(CompletionService::notStarted);
             if (access != null) observed = observed.invoke(e -> access.addCompletionTokens(1));
             indexed.add(observed.map(e -> new ChoiceEvent(index, e)));
         }
         return indexed.size() == 1 ? indexed.get(0) : Multi.createBy().merging().streams(indexed);
+    }
+
+    /**
+     * A request that waited its whole queue timeout for memory (the running sequences' KV filled the budget):
+     * 503, to be retried after a quarter of the time it waited (1-30 s), by when running sequences will have
+     * given KV back or another replica can take it.
+     */
+    static UnavailableException notStarted(Throwable failure) {
+        long waited = ((EngineQueueTimeoutException) failure).waited().toSeconds();
+        int retryAfter = (int) Math.max(1, Math.min(30, waited / 4));
+        return new UnavailableException("The server is at its memory limit and could not start this request within "
+                + Math.max(1, waited) + " s; retry after " + retryAfter + " s.", "server_busy", retryAfter);
     }
 
     /** Runs the call to the end and returns each choice's result, in index order. */

@@ -1,0 +1,124 @@
+package dev.ortserve.engine.memory;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * One memory budget for the process, split once at start (after the model is loaded, so that what it
+ * holds is measured, not guessed):
+ * <ul>
+ * <li><b>limit</b>: {@code ORTSERVE_MEMORY_LIMIT}, else the cgroup's memory limit (a container's), else the
+ * host's available memory plus what this process already holds;</li>
+ * <li><b>resident at ready</b>: the process's resident set once the model is loaded (mapped and prepacked
+ * weights, onnxruntime, the JVM's committed heap, metaspace and native libraries), measured;</li>
+ * <li><b>heap growth</b>: what the JVM heap may still take beyond its committed part, up to its maximum
+ * ({@code -Xmx}; without it the JVM takes a quarter of the machine);</li>
+ * <li><b>onnxruntime working memory</b>: the intermediates of the largest pass the engine runs (bounded by the
+ * prefill chunk and the batch; onnxruntime's arena keeps its peak), estimated by the caller;</li>
+ * <li><b>overhead</b>: a stated {@link #OVERHEAD} for what grows besides (threads' stacks, connections' buffers,
+ * the tokenizer's and the JIT's native memory);</li>
+ * <li><b>KV</b>: what is left, at most what the engine can use (max-sequences rows of the whole context),
+ * or {@code ORTSERVE_ENGINE_KV_CACHE_BYTES} when set (capped, with a warning, when it does not fit the rest).</li>
+ * </ul>
+ * The KV lives in direct buffers: a batch that grows or changes rows is copied into a new layout while the
+ * old one is still read, so direct memory must hold twice the KV budget. A budget larger than half of
+ * {@code -XX:MaxDirectMemorySize} (whose default is the heap's maximum) is capped to it, with a warning that names both.
+ *
+ * @param warnings what was capped, and why (to be logged at WARN)
+ */
+public record MemoryBudget(long limit, String limitSource, long resident, long heapGrowth, long working, long overhead,
+                           long kv, String kvSource, long maxDirect, List<String> warnings) {
+
+    /** What is set aside for memory that grows outside the other parts. */
+    public static final long OVERHEAD = 256L << 20;
+
+    /**
+     * What the caller knows about the model and the settings.
+     *
+     * @param configuredLimit ORTSERVE_MEMORY_LIMIT in bytes, or 0 when not set
+     * @param configuredKv    ORTSERVE_ENGINE_KV_CACHE_BYTES, or negative when not set
+     * @param kvUsable        the most KV the engine can hold (max-sequences rows of the whole context)
+     * @param kvMinimum       the least KV worth serving with (one sequence of a useful length): a limit that leaves less
+     *                        is a start error (a smaller configured KV budget is taken as it is)
+     * @param working         onnxruntime's working memory for the largest pass
+     */
+    public record Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working) {
+    }
+
+    /** Thrown when the limit cannot hold the model and the least KV: names every part. */
+    public static final class DoesNotFitException extends RuntimeException {
+        public DoesNotFitException(String message) {
+            super(message);
+        }
+    }
+
+    public static MemoryBudget split(ProcessMemory memory, Request request) {
+        long resident = memory.resident();
+        long limit;
+        String limitSource;
+        var cgroup = memory.cgroupLimit();
+        if (request.configuredLimit() > 0) {
+            limit = request.configuredLimit();
+            limitSource = "ORTSERVE_MEMORY_LIMIT";
+        } else if (cgroup.isPresent()) {
+            limit = cgroup.getAsLong();
+            limitSource = "the cgroup's memory limit";
+        } else {
+            limit = memory.hostAvailable() + resident;
+            limitSource = "the host's available memory and this process's";
+        }
+        long heapGrowth = Math.max(0, ProcessMemory.maxHeap() - ProcessMemory.committedHeap());
+        long rest = limit - resident - heapGrowth - request.working() - OVERHEAD;
+        List<String> warnings = new ArrayList<>();
+        long kv;
+        String kvSource;
+        if (request.configuredKv() >= 0) {
+            kv = request.configuredKv();
+            kvSource = "ORTSERVE_ENGINE_KV_CACHE_BYTES";
+            if (kv > rest) {
+                warnings.add(String.format(Locale.ROOT, "ORTSERVE_ENGINE_KV_CACHE_BYTES=%s does not fit the memory limit (%s): capped to the %s left",
+                        mib(kv), mib(limit), mib(Math.max(rest, 0))));
+                kv = Math.max(rest, 0);
+                kvSource += ", capped to the limit";
+            }
+        } else {
+            kv = Math.min(request.kvUsable(), Math.max(rest, 0));
+            kvSource = kv == request.kvUsable() ? "what max-sequences rows of the whole context take" : "the rest of the limit";
+        }
+        long maxDirect = ProcessMemory.maxDirect();
+        if (2 * kv > maxDirect) {
+            warnings.add(String.format(Locale.ROOT, "the KV budget %s needs %s of direct memory (a batch is copied when it changes), "
+                            + "more than -XX:MaxDirectMemorySize (%s%s): capped to %s; start the JVM with -XX:MaxDirectMemorySize=%s to use it all",
+                    mib(kv), mib(2 * kv), mib(maxDirect), ProcessMemory.maxDirectOption().isPresent() ? "" : ", by default the heap's maximum", mib(maxDirect / 2), mib(2 * kv)));
+            kv = maxDirect / 2;
+            kvSource += ", capped to half of -XX:MaxDirectMemorySize";
+        }
+        MemoryBudget budget = new MemoryBudget(limit, limitSource, resident, heapGrowth, request.working(), OVERHEAD, kv, kvSource, maxDirect,
+                List.copyOf(warnings));
+        if (rest < request.kvMinimum() && kv < request.kvMinimum()) {
+            throw new DoesNotFitException(String.format(Locale.ROOT, "The memory budget does not hold the model and the least KV (%s): %s; "
+                    + "raise the limit, lower the JVM's heap (-Xmx) or the context (ORTSERVE_ENGINE_MAX_MODEL_LEN)",
+                    mib(request.kvMinimum()), budget.describe()));
+        }
+        return budget;
+    }
+
+    /** What is left of the limit after every part (negative: the parts exceed it, possible when KV was configured). */
+    public long unassigned() {
+        return limit - resident - heapGrowth - working - overhead - kv;
+    }
+
+    /** The split in one line, as the startup log prints it. */
+    public String describe() {
+        return String.format(Locale.ROOT, "limit %s (%s) = resident at ready %s + heap growth %s (-Xmx %s) + onnxruntime working %s + overhead %s"
+                        + " + KV %s (%s) + unassigned %s; direct memory limit %s",
+                mib(limit), limitSource, mib(resident), mib(heapGrowth), mib(ProcessMemory.maxHeap()), mib(working), mib(overhead),
+                mib(kv), kvSource, mib(unassigned()), mib(maxDirect));
+    }
+
+    static String mib(long bytes) {
+        return bytes >= (10L << 30) ? String.format(Locale.ROOT, "%.1f GiB", bytes / (double) (1L << 30))
+                : String.format(Locale.ROOT, "%d MiB", bytes >> 20);
+    }
+}

@@ -1,0 +1,121 @@
+package dev.ortserve.api;
+
+import dev.ortserve.ApiTest;
+import dev.ortserve.engine.GenerationRequest;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.service.GenerationModelHost;
+import io.quarkus.test.junit.QuarkusTest;
+import io.quarkus.test.junit.QuarkusTestProfile;
+import io.quarkus.test.junit.TestProfile;
+import io.restassured.response.Response;
+import jakarta.inject.Inject;
+import org.junit.jupiter.api.Test;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.equalTo;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * A request that waits its whole queue timeout for KV budget is answered 503 with Retry-After (OpenAI's envelope;
+ * 529 overloaded_error on the Messages API), before any model work, while the request that holds the budget runs
+ * on untouched. The engine is held on a running sequence's token (an engine event) while the request waits; the
+ * KV budget holds one sequence. The memory budget's parts and the KV gauges are on /q/metrics.
+ */
+@QuarkusTest
+@TestProfile(MemoryAdmissionTest.Profile.class)
+class MemoryAdmissionTest extends ApiTest {
+
+    public static class Profile implements QuarkusTestProfile {
+        @Override
+        public Map<String, String> getConfigOverrides() {
+            // 512 bytes of KV per token on the tiny model: 2,048 positions, one holder of ~1,000 and one request of ~1,500 do not fit together
+            return Map.of("ortserve.engine.kv-cache-bytes", "1M", "ortserve.engine.queue-timeout", "200ms",
+                    "ortserve.engine.prefix-cache-bytes", "0");
+        }
+    }
+
+    @Inject
+    GenerationModelHost host;
+
+    @Test
+    void aRequestThatOutwaitsTheQueueTimeoutIs503WithRetryAfter() throws Exception {
+        int[] prompt = host.model().tokenizer().encode("busy");
+        SamplingParams longRun = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, 1000, 0, true, List.of(), List.of(), false, true, null);
+        CountDownLatch held = new CountDownLatch(1), release = new CountDownLatch(1);
+        CompletableFuture<Integer> ran = new CompletableFuture<>();
+        int[] tokens = {0};
+        var running = host.engine().generate(new GenerationRequest("holder", prompt, longRun)).subscribe().with(e -> {
+            tokens[0]++;
+            if (held.getCount() > 0 && Thread.currentThread().getName().equals("ortserve-engine")) {
+                held.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }, ran::completeExceptionally, () -> ran.complete(tokens[0]));
+        try {
+            assertTrue(held.await(30, TimeUnit.SECONDS));
+            CompletableFuture<Response> openAi = CompletableFuture.supplyAsync(() -> json()
+                    .body("{\"model\":\"" + MODEL + "\",\"prompt\":\"x\",\"max_tokens\":1500}").post("/v1/completions"));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (host.engine().waitingSequences() != 1 && System.nanoTime() < deadline) Thread.onSpinWait();
+            assertEquals(1, host.engine().waitingSequences(), "the request waits for the budget");
+            Thread.sleep(400); // the engine cannot move: the request waits well past its 200 ms
+            release.countDown();
+            openAi.get(30, TimeUnit.SECONDS).then().statusCode(503).header("Retry-After", equalTo("1"))
+                    .body("error.type", equalTo("service_unavailable_error")).body("error.code", equalTo("server_busy"));
+            assertEquals(1000, ran.get(60, TimeUnit.SECONDS), "the running request is untouched");
+        } finally {
+            release.countDown();
+            running.cancel();
+        }
+        String metrics = given().get("/q/metrics").then().statusCode(200).extract().asString();
+        assertTrue(metrics.contains("ortserve_queue_timeouts_total{model=\"" + MODEL + "\"} 1.0"), metrics);
+        assertTrue(metrics.contains("ortserve_kv_cache_budget_bytes{model=\"" + MODEL + "\"} 1048576.0"), metrics);
+        assertTrue(metrics.contains("ortserve_memory_budget_bytes{part=\"kv\"} 1048576.0"), metrics);
+        assertTrue(metrics.contains("ortserve_kv_cache_usage_perc{model=\"" + MODEL + "\"}"), metrics);
+        given().get("/q/metrics").then().body(org.hamcrest.Matchers.containsString("ortserve_memory_budget_bytes{part=\"limit\"}"));
+    }
+
+    @Test
+    void theMessagesApiAnswersTheSameWaitAsOverloaded() throws Exception {
+        int[] prompt = host.model().tokenizer().encode("busy");
+        SamplingParams longRun = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, 1000, 0, true, List.of(), List.of(), false, true, null);
+        CountDownLatch held = new CountDownLatch(1), release = new CountDownLatch(1);
+        var running = host.engine().generate(new GenerationRequest("holder", prompt, longRun)).subscribe().with(e -> {
+            if (held.getCount() > 0 && Thread.currentThread().getName().equals("ortserve-engine")) {
+                held.countDown();
+                try {
+                    release.await(30, TimeUnit.SECONDS);
+                } catch (InterruptedException ie) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        });
+        try {
+            assertTrue(held.await(30, TimeUnit.SECONDS));
+            CompletableFuture<Response> messages = CompletableFuture.supplyAsync(() -> json().header("anthropic-version", "2023-06-01")
+                    .body("{\"model\":\"" + MODEL + "\",\"max_tokens\":1500,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
+                    .post("/v1/messages"));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (host.engine().waitingSequences() != 1 && System.nanoTime() < deadline) Thread.onSpinWait();
+            assertEquals(1, host.engine().waitingSequences());
+            Thread.sleep(400);
+            release.countDown();
+            messages.get(30, TimeUnit.SECONDS).then().statusCode(529).header("Retry-After", equalTo("1"))
+                    .body("type", equalTo("error")).body("error.type", equalTo("overloaded_error"));
+        } finally {
+            release.countDown();
+            running.cancel();
+        }
+    }
+}
