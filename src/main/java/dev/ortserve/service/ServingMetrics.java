@@ -28,6 +28,8 @@ public class ServingMetrics {
     MeterRegistry registry;
 
     private final AtomicInteger batchSize = new AtomicInteger();
+    /** Suppliers the meters read (Micrometer holds a meter's state weakly): kept as long as the metrics. */
+    private final java.util.List<Object> readings = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final AtomicReference<Double> kvUsage = new AtomicReference<>(0.0);
 
     private static final Duration[] SLO = {Duration.ofMillis(5), Duration.ofMillis(10), Duration.ofMillis(25), Duration.ofMillis(50),
@@ -103,7 +105,10 @@ public class ServingMetrics {
                 .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).strongReference(true).register(registry);
         FunctionCounter.builder("ortserve_queue_timeouts", timeouts, t -> t.getAsLong())
                 .description("Requests answered 503 unstarted after waiting the queue timeout for KV budget").tag("model", model)
-                .strongReference(true).register(registry);
+                .register(registry);
+        // the meters read their suppliers through weak references: kept here
+        readings.add(held);
+        readings.add(timeouts);
     }
 
     /** The process's memory budget as split at start, one gauge per part. */
