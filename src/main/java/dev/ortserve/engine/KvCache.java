@@ -47,6 +47,8 @@ final class KvCache implements AutoCloseable {
     /** In place: the buffers behind {@link #keys} and {@link #values}, read without a copy when the batch is repacked. */
     private ByteBuffer[] keyData;
     private ByteBuffer[] valueData;
+    /** The batch's tensors and buffers are this cache's own (a repack made them), freed layer by layer; else {@link #owner} frees them. */
+    private boolean ownBuffers;
     private AutoCloseable owner;
     private int length;
     private int span;
@@ -123,6 +125,7 @@ final class KvCache implements AutoCloseable {
         keys = k;
         values = v;
         owner = forward;
+        ownBuffers = false;
         length = newLength;
         span = newLength;
     }
@@ -204,6 +207,9 @@ final class KvCache implements AutoCloseable {
                         }
                     }
                 }
+                // this layer of the old batch has been read: freed now, so the two layouts coexist one layer at a time,
+                // not whole (a batch that fails past here is failed whole by the engine, as any failed repack is)
+                if (ownBuffers) releaseLayer(l);
             }
         } catch (OrtException | RuntimeException | OutOfMemoryError e) {
             made.forEach(OnnxTensor::close);
@@ -218,10 +224,7 @@ final class KvCache implements AutoCloseable {
             values = newValues;
             keyData = newKeyData;
             valueData = newValueData;
-            owner = () -> {
-                made.forEach(OnnxTensor::close);
-                allocated.forEach(NativeBuffers::free); // now, not when a collection finds them
-            };
+            ownBuffers = true; // freed layer by layer, when let go (not when a collection finds them)
         }
         length = next.isEmpty() ? 0 : newLength;
         span = next.isEmpty() ? 0 : newSpan;
@@ -237,8 +240,28 @@ final class KvCache implements AutoCloseable {
         if (!ins.isEmpty()) inserting.put(s, ins);
     }
 
+    /** Closes one layer's tensors of the batch and frees their buffers (a batch this cache made; idempotent). */
+    private void releaseLayer(int l) {
+        if (keys != null && keys[l] != null) keys[l].close();
+        if (values != null && values[l] != null) values[l].close();
+        if (keys != null) keys[l] = null;
+        if (values != null) values[l] = null;
+        if (keyData != null) {
+            NativeBuffers.free(keyData[l]);
+            keyData[l] = null;
+        }
+        if (valueData != null) {
+            NativeBuffers.free(valueData[l]);
+            valueData[l] = null;
+        }
+    }
+
     /** Frees the batch's tensors; the batch is empty afterwards. */
     void release() {
+        if (ownBuffers) {
+            for (int l = 0; l < spec.layers(); l++) releaseLayer(l);
+            ownBuffers = false;
+        }
         if (owner != null) {
             try {
                 owner.close();

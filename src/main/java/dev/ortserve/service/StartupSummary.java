@@ -38,10 +38,10 @@ public class StartupSummary {
         var quarkus = ConfigProvider.getConfig();
         String host = quarkus.getOptionalValue("quarkus.http.host", String.class).orElse("0.0.0.0");
         String port = quarkus.getOptionalValue("quarkus.http.port", String.class).orElse("8080");
-        LOG.infof("Serving '%s' from %s: %s layout, %s (%s weights, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
+        LOG.infof("Serving '%s' from %s: %s layout, %s (%s, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
                         + "embeddings '%s'; store %s; listening on http://%s:%s",
                 generation.modelId(), generation.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
-                model.spec().layout() == dev.ortserve.engine.ModelLayout.GENAI ? "model-builder" : precision(file),
+                model.spec().layout() == dev.ortserve.engine.ModelLayout.GENAI ? "model-builder weights" : served(file, model.rewrites()),
                 model.spec().kvType().name().toLowerCase(Locale.ROOT),
                 generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
                 generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
@@ -51,6 +51,14 @@ public class StartupSummary {
 
     static String spinning(int micros) {
         return micros == 0 ? "not spinning" : micros < 0 ? "spinning" : "spinning up to " + micros + " us";
+    }
+
+    /** The precision served: the one the weights were quantized to on load, else the file's own. */
+    static String served(String file, java.util.List<String> rewrites) {
+        for (String r : rewrites) {
+            if (r.startsWith("int8 weights") || r.startsWith("int4 weights")) return r.substring(0, 4) + " weights quantized on load from " + precision(file);
+        }
+        return precision(file) + " weights";
     }
 
     /** The weight precision an ONNX file's name announces (the export tools' naming); full precision when it announces none. */

@@ -116,6 +116,31 @@ class NativeMemoryTest {
         assertGivenBack(copyingModel, false);
     }
 
+    /**
+     * When the in-place buffers grow (a repack every 256 positions), the old layout is freed layer by layer as it is
+     * copied: at most the new batch and one layer of the old exist at once, not both whole.
+     */
+    @Test
+    void aRepackHoldsTheOldLayoutOneLayerAtATime() {
+        EngineOptions options = EngineOptions.defaults().withLimits(4, 64, 64).withKvInPlace(true).withPrefixCacheBytes(0)
+                .withBatchWindow(Duration.ZERO);
+        long perToken = inPlaceModel.spec().kvBytesPerToken();
+        int layers = inPlaceModel.spec().layers();
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(inPlaceModel, options)) {
+            int[] prompt = new int[10];
+            for (int j = 0; j < prompt.length; j++) prompt[j] = 300 + j;
+            NativeBuffers.resetPeak();
+            long before = NativeBuffers.live();
+            // 10 + 300 positions: the buffers start at 256 positions and grow to 512 at the 255th
+            EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, greedy(300))));
+            long peak = NativeBuffers.peak() - before;
+            long grown = 512 * perToken, old = 256 * perToken;
+            assertTrue(peak >= grown, "the grown batch: " + peak);
+            assertTrue(peak < grown + old / layers + old / 4, "the new layout and one layer of the old, not both whole (" + (grown + old)
+                    + " bytes): " + peak);
+        }
+    }
+
     @Test
     void tensorsAreReadWhereTheyAre() throws Exception {
         var env = inPlaceModel.environment();

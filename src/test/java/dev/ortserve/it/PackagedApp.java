@@ -28,6 +28,14 @@ public final class PackagedApp implements AutoCloseable {
 
     /** Starts the jar with these environment variables and waits until it reports ready. */
     public static PackagedApp start(String name, Map<String, String> env) throws IOException, InterruptedException {
+        return start(name, env, List.of());
+    }
+
+    /**
+     * The same, the JVM's command line run by {@code wrapper} (e.g. a shell that first moves itself into a cgroup, then
+     * {@code exec}s the JVM: the command is appended as its arguments).
+     */
+    public static PackagedApp start(String name, Map<String, String> env, List<String> wrapper) throws IOException, InterruptedException {
         String jar = System.getProperty("ortserve.app-jar", "target/quarkus-app/quarkus-run.jar");
         if (!Files.isRegularFile(Path.of(jar))) {
             throw new IllegalStateException("no packaged application at " + jar + ": run through 'mvnw verify'");
@@ -38,7 +46,9 @@ public final class PackagedApp implements AutoCloseable {
         }
         Path log = Path.of("target", "it-" + name + ".log");
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        ProcessBuilder builder = new ProcessBuilder(List.of(java, "-Xmx1g", "-jar", jar)).redirectErrorStream(true).redirectOutput(log.toFile());
+        List<String> command = new java.util.ArrayList<>(wrapper);
+        command.addAll(List.of(java, "-Xmx1g", "-jar", jar));
+        ProcessBuilder builder = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile());
         builder.environment().putAll(env);
         builder.environment().put("QUARKUS_HTTP_PORT", Integer.toString(port));
         PackagedApp app = new PackagedApp(builder.start(), port, log);

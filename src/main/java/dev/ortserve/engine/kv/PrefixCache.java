@@ -318,6 +318,7 @@ public final class PrefixCache {
             for (Block b : fresh) {
                 unpublished.remove(b.key);
                 b.gone = true;
+                NativeBuffers.free(b.data); // never published: only the failed step's holds name it, and they are let go unread
             }
             bytes.addAndGet(-(long) blockBytes * fresh.size());
             fresh.clear();

@@ -33,6 +33,8 @@ public final class NativeBuffers {
 
     private static final MethodHandle TENSOR_BUFFER = tensorBuffer();
     private static final MethodHandle INVOKE_CLEANER = invokeCleaner();
+    private static final java.util.concurrent.atomic.AtomicLong LIVE = new java.util.concurrent.atomic.AtomicLong();
+    private static final java.util.concurrent.atomic.AtomicLong PEAK = new java.util.concurrent.atomic.AtomicLong();
 
     private NativeBuffers() {
     }
@@ -71,17 +73,36 @@ public final class NativeBuffers {
      */
     public static ByteBuffer allocate(long bytes) {
         if (bytes > Integer.MAX_VALUE) throw new IllegalArgumentException("one buffer holds at most 2 GiB, not " + bytes + " bytes");
-        return ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.nativeOrder());
+        ByteBuffer b = ByteBuffer.allocateDirect((int) bytes).order(ByteOrder.nativeOrder());
+        PEAK.accumulateAndGet(LIVE.addAndGet(bytes), Math::max);
+        return b;
+    }
+
+    /** Bytes of the buffers made by {@link #allocate} and not yet {@link #free}d: the engine's KV and step inputs, exactly. */
+    public static long live() {
+        return LIVE.get();
+    }
+
+    /** The most {@link #live} bytes at once since the last {@link #resetPeak}. */
+    public static long peak() {
+        return PEAK.get();
+    }
+
+    /** Starts a new high-water mark at what is live now. */
+    public static void resetPeak() {
+        PEAK.set(LIVE.get());
     }
 
     /**
-     * Frees a direct buffer made by {@link #allocate} (or {@link ByteBuffer#allocateDirect}) now. Nothing may
-     * read it afterwards: a tensor wrapping it must be closed first. Null, heap and already freed buffers are ignored.
+     * Frees a direct buffer made by {@link #allocate} now. Nothing may read it afterwards: a tensor wrapping it must be
+     * closed first, and it is freed once only (the JDK does not tell a freed buffer from a live one). Null and heap
+     * buffers are ignored.
      */
     public static void free(ByteBuffer buffer) {
         if (buffer == null || !buffer.isDirect() || buffer.capacity() == 0 || INVOKE_CLEANER == null) return;
         try {
             INVOKE_CLEANER.invokeExact(buffer);
+            LIVE.addAndGet(-buffer.capacity());
         } catch (IllegalArgumentException e) {
             // a slice or duplicate has no cleaner of its own: the collector frees its parent
         } catch (Throwable e) {
