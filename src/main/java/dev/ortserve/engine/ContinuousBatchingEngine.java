@@ -70,12 +70,12 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         PrefixCache prefix = prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null;
         this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken, prefix);
         LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)"
-                        + " and of prefix-cache blocks no running sequence uses (%s)",
+                        + " and of prefix-cache blocks (%s)",
                 kvBudget, options.kvCacheBytes() >= 0 ? "as given"
                         : String.format("default: half of the %d MiB available, at most %d rows of the whole context", available >> 20, options.maxSequences()),
                 perToken, kvBudget / perToken,
                 prefix == null ? "prefix cache off" : String.format("prefix cache at most %,d bytes, evicted for running sequences", prefixBytes));
-        this.kv = new KvCache(spec, model.environment(), prefix, options.kvInPlace());
+        this.kv = new KvCache(spec, model.environment(), prefix, options.kvInPlace(), scheduler::cacheRoom);
         if (options.kvInPlace()) {
             LOG.infof("KV in place: %s", kv.inPlace() ? "decode steps write each new position into the batch's buffers"
                     : "not for this graph (no GroupQueryAttention); decode steps copy the past as before");

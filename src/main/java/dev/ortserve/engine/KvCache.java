@@ -41,6 +41,7 @@ final class KvCache implements AutoCloseable {
     static final int GROWTH = 256;
 
     private final PrefixCache prefix;
+    private final java.util.function.LongUnaryOperator room;
     private final boolean inPlace;
     private OnnxTensor[] keys;
     private OnnxTensor[] values;
@@ -63,6 +64,15 @@ final class KvCache implements AutoCloseable {
      * @param inPlace decode steps write into the batch's buffers (only for {@link KvAlignment#START}; ignored otherwise)
      */
     KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix, boolean inPlace) {
+        this(spec, env, prefix, inPlace, leaving -> Long.MAX_VALUE);
+    }
+
+    /**
+     * @param room what the prefix cache may hold while a repack stores blocks, given the reservations of the sequences
+     *             leaving in it ({@link Scheduler#cacheRoom})
+     */
+    KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix, boolean inPlace, java.util.function.LongUnaryOperator room) {
+        this.room = room;
         this.spec = spec;
         this.env = env;
         this.prefix = prefix;
@@ -160,8 +170,13 @@ final class KvCache implements AutoCloseable {
         // what enters the prefix cache: every joiner's prompt, every leaving row's tokens
         Map<Sequence, PrefixCache.Insertion> inserting = new IdentityHashMap<>();
         if (prefix != null) {
-            for (Sequence s : joining) offer(s, inserting);
-            for (Sequence s : leaving) offer(s, inserting);
+            // leavers first: each one's row is freed as its blocks are stored, so its reservation is room for them
+            long freed = 0;
+            for (Sequence s : leaving) {
+                freed += s.kvReserved;
+                offer(s, inserting, freed);
+            }
+            for (Sequence s : joining) offer(s, inserting, freed);
         }
         boolean readBatch = !keep.isEmpty() || leaving.stream().anyMatch(inserting::containsKey);
         OnnxTensor[] newKeys = new OnnxTensor[spec.layers()], newValues = new OnnxTensor[spec.layers()];
@@ -234,9 +249,9 @@ final class KvCache implements AutoCloseable {
         return next;
     }
 
-    private void offer(Sequence s, Map<Sequence, PrefixCache.Insertion> inserting) {
+    private void offer(Sequence s, Map<Sequence, PrefixCache.Insertion> inserting, long leavingReservations) {
         if (s.hold == null) return;
-        PrefixCache.Insertion ins = prefix.insert(s.hold, s.tokens(s.length));
+        PrefixCache.Insertion ins = prefix.insert(s.hold, s.tokens(s.length), room.applyAsLong(leavingReservations));
         if (!ins.isEmpty()) inserting.put(s, ins);
     }
 

@@ -15,27 +15,26 @@ import java.util.concurrent.locks.ReentrantLock;
  * pass, how many tokens the others get within the prefill budget). Admission is called from any
  * thread; the rest from the engine thread.
  * <p>
- * The KV budget, one pool for running sequences and the prefix cache (as vLLM's block pool):
- * what is held against {@code kvBudgetBytes} ({@link #kvHeldBytes}) is
+ * The KV budget, one pool for running sequences and the prefix cache, counted as the memory it
+ * is: what is held against {@code kvBudgetBytes} ({@link #kvHeldBytes}) is
  * <ul>
- * <li>each running sequence's reservation, the most KV it may hold (prompt + max_tokens positions,
- * {@link Sequence#maxPositions}), from when it leaves the queue until it leaves the engine
- * ({@link #retired}); the prefix-cache blocks it references (reused or written) are positions of
- * its own KV, so they are inside its reservation and counted once, there;</li>
- * <li>plus the prefix cache's unreferenced blocks ({@link PrefixCache#unreferencedBytes}): cached
- * KV that no running sequence uses, kept while there is room and evicted when a request needs it.</li>
+ * <li>each running sequence's reservation, the most KV its batch row may hold (prompt + max_tokens
+ * positions, {@link Sequence#maxPositions}), from when it leaves the queue until it leaves the
+ * engine ({@link #retired});</li>
+ * <li>plus every prefix-cache block ({@link PrefixCache#bytes}): a block a running sequence
+ * references (reused or written) is a second copy of positions its row holds too, so it counts
+ * beside the reservation, not inside it; blocks no one references are kept while there is room and
+ * evicted when a request needs it.</li>
  * </ul>
- * A sequence leaves the queue only if the running sequences' reservations and its own fit the
- * budget; if they do but the unreferenced blocks would push the total over, least recently used
- * unreferenced blocks are evicted first (never a block a running sequence references; the
- * request's own cached prefix is referenced before anything is evicted, so it is reused, not
- * evicted). If even an empty cache would not make room, it and everything behind it wait (first
- * come, first served) until running sequences leave. A sequence alone always runs, even over the
- * budget (then the whole cache is evicted for it). When a sequence leaves, its reservation is
- * given back and the blocks it referenced become unreferenced: at most its reservation, so the
- * total does not grow; if it was over the budget (alone), unreferenced blocks are evicted down to it.
- * Storing into the cache only adds blocks referenced by a running sequence (inside its
- * reservation), and the cache's cap is at most the budget. So after every change the total is
+ * A sequence leaves the queue only if the running sequences' reservations, its own, and the blocks
+ * that no eviction can free (those running sequences reference and those its own lookup will) fit the
+ * budget; least recently used unreferenced blocks are then evicted until the total fits (never a
+ * block a running sequence references; the request's own cached prefix is referenced first, so it is
+ * reused, not evicted). Otherwise it and everything behind it wait (first come, first served, at most
+ * the queue timeout) until running sequences leave. A sequence alone always runs, even over the
+ * budget (then every unreferenced block is evicted for it). Storing into the cache takes only the room
+ * the reservations leave ({@link #cacheRoom}; a leaving sequence's reservation counts as room, its row
+ * being freed as its blocks are stored), within the cache's cap. So after every change the total is
  * within the budget, unless one sequence alone is over it.
  * <p>
  * Threads: {@link #admit} and the statistics from any thread; {@link #next}, {@link #retired} and
@@ -125,7 +124,10 @@ final class Scheduler {
                 if (!s.cancelled()) {
                     long need = kvBytesPerToken * s.maxPositions();
                     long reserved = kvReserved.get();
-                    if (reserved > 0 && reserved + need > kvBudgetBytes) {
+                    // the cache blocks running sequences reference, and those this one's lookup would, are copies of
+                    // positions batch rows hold too: they stay, whatever is evicted, so they count beside the reservations
+                    long pinned = prefix == null ? 0 : prefix.referencedBytes() + prefix.wouldReference(s.prompt);
+                    if (reserved > 0 && reserved + need + pinned > kvBudgetBytes) {
                         kvWaits.incrementAndGet();
                         break; // waits for running sequences to give their KV back
                     }
@@ -204,8 +206,16 @@ final class Scheduler {
 
     /** Evicts unreferenced prefix-cache blocks while the total held is over the budget (engine thread). */
     private void fitBudget() {
-        long over = kvReserved.get() + prefix.unreferencedBytes() - kvBudgetBytes;
+        long over = kvReserved.get() + prefix.bytes() - kvBudgetBytes;
         if (over > 0) prefix.evict(over);
+    }
+
+    /**
+     * Bytes the prefix cache may hold now: the budget less the running sequences' reservations, plus {@code leaving}
+     * (reservations of sequences that leave in this repack: their rows are freed as their blocks are stored). Engine thread.
+     */
+    long cacheRoom(long leaving) {
+        return kvBudgetBytes - kvReserved.get() + leaving;
     }
 
     /**
@@ -234,7 +244,7 @@ final class Scheduler {
      * cache's unreferenced blocks (exact on the engine thread; elsewhere two reads a step apart at most).
      */
     long kvHeldBytes() {
-        return kvReserved.get() + (prefix == null ? 0 : prefix.unreferencedBytes());
+        return kvReserved.get() + (prefix == null ? 0 : prefix.bytes());
     }
 
     /** Times the head of the queue waited for KV budget. */

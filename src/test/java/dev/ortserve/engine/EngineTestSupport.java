@@ -45,9 +45,10 @@ final class EngineTestSupport {
 
     /**
      * Checks the KV budget at every engine event (on the engine thread, where the accessors are
-     * exact): what is held (running reservations + unreferenced prefix-cache blocks) stays within
-     * the budget, unless one sequence alone is over it (then the cache holds nothing unreferenced);
-     * the referenced blocks are inside the reservations; the cache never holds more than its cap.
+     * exact): what is held (running reservations + every prefix-cache block: a block a running sequence
+     * references is a second copy of positions its row holds) stays within the budget, unless one sequence
+     * alone is over it (then the cache holds nothing unreferenced); the referenced blocks are positions of
+     * running sequences (no more than their reservations); the cache never holds more than its cap.
      * The first broken rule is kept, to be asserted by the test thread ({@link #assertHeld}).
      */
     static final class BudgetWatch implements EngineListener {
@@ -68,10 +69,10 @@ final class EngineTestSupport {
             events.incrementAndGet();
             long budget = e.kvBudgetBytes(), reserved = e.kvReservedBytes(), held = e.kvHeldBytes();
             PrefixCacheStats p = e.prefixCache();
-            long unreferenced = p == null ? 0 : p.unreferencedBytes();
+            long unreferenced = p == null ? 0 : p.unreferencedBytes(), cached = p == null ? 0 : p.bytes();
             mostHeld.accumulateAndGet(held, Math::max);
             String where = " (budget " + budget + ", reserved " + reserved + ", held " + held + ", cache " + p + ")";
-            if (held != reserved + unreferenced) broken.compareAndSet(null, "held is not reserved + unreferenced" + where);
+            if (held != reserved + cached) broken.compareAndSet(null, "held is not reserved + cached" + where);
             if (held > budget && !(reserved > budget && unreferenced == 0)) broken.compareAndSet(null, "over the budget" + where);
             if (p != null && p.bytes() - p.unreferencedBytes() > reserved) {
                 broken.compareAndSet(null, "referenced blocks outside the reservations" + where);

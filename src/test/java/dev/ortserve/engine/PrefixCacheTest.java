@@ -308,8 +308,9 @@ class PrefixCacheTest {
         int[] c = branch(source, 64, 5, 57);      // arrives after b: source's blocks must still be there
         int aMax = 1900;
         long reserveA = PER_TOKEN * (a.length + aMax), reserveB = PER_TOKEN * (b.length + 12);
-        // room for a and b and four more blocks (the fill requests, 81 positions each, fit beside a too)
-        long budget = reserveA + reserveB + 4 * blockBytes();
+        // room for a, the four blocks it references (a second copy of its positions, counted beside its reservation),
+        // b and four more blocks (the fill requests, 81 positions each, fit beside a too)
+        long budget = reserveA + 4 * blockBytes() + reserveB + 4 * blockBytes();
         HoldAlone hold = new HoldAlone();
         EngineTestSupport.BudgetWatch watch = new EngineTestSupport.BudgetWatch();
         try (ContinuousBatchingEngine on = new ContinuousBatchingEngine(model, ON.withKvCacheBytes(budget), hold);
@@ -335,7 +336,7 @@ class PrefixCacheTest {
                 // newer blocks beside a: a's four are now the least recently used
                 for (int[] p : fill) assertEquals(run(off, p, 17).tokens(), run(on, p, 17).tokens());
                 awaitAlone(on, 4); // the last fill request has left (its stream ends before it does)
-                assertTrue(reserveA + reserveB + on.prefixCache().unreferencedBytes() > budget,
+                assertTrue(reserveA + reserveB + on.prefixCache().bytes() > budget,
                         "the cache as it is does not fit beside a and b: " + on.prefixCache());
                 long evictedBefore = on.prefixCache().evictions();
 

@@ -46,7 +46,7 @@ public final class PrefixCache {
     private final OrtEnvironment env;
     private final long capBytes;
     private final int blockBytes;
-    private final Map<Key, Block> blocks = new LinkedHashMap<>(64, 0.75f, true);
+    private final Blocks blocks = new Blocks();
     /** Blocks allocated in this step whose KV is still being copied in. */
     private final Map<Key, Block> unpublished = new java.util.HashMap<>();
     private long nextId = 1;
@@ -71,6 +71,37 @@ public final class PrefixCache {
     /** KV bytes of one token of this model (every layer, keys and values). */
     public static long bytesPerToken(DecoderSpec spec) {
         return 2L * spec.layers() * spec.kvHeads() * spec.headDim() * spec.kvElementBytes();
+    }
+
+    /**
+     * The published blocks, least recently used first (a get makes a block the most recent), and beside them an index
+     * that {@link #get(Key, boolean)} reads without touching their order.
+     */
+    private static final class Blocks extends LinkedHashMap<Key, Block> {
+        private final Map<Key, Block> index = new java.util.HashMap<>();
+
+        Blocks() {
+            super(64, 0.75f, true);
+        }
+
+        Block get(Key key, boolean touch) {
+            return touch ? get(key) : index.get(key);
+        }
+
+        @Override
+        public Block put(Key key, Block value) {
+            index.put(key, value);
+            return super.put(key, value);
+        }
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Key, Block> eldest) {
+            return false;
+        }
+
+        void removed(Key key) {
+            index.remove(key);
+        }
     }
 
     private record Key(long parent, int[] tokens, int hash) {
@@ -162,6 +193,26 @@ public final class PrefixCache {
         return hold;
     }
 
+    /**
+     * Bytes of the cached blocks {@link #lookup} would reference for {@code prompt} that no sequence references now:
+     * what its lookup would add to the referenced bytes. No side effect (no recency, no statistics).
+     */
+    public long wouldReference(int[] prompt) {
+        long bytes = 0, parent = 0;
+        for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
+            Block b = blocks.get(Key.of(parent, prompt, j * BLOCK), false);
+            if (b == null) break;
+            if (b.refs == 0) bytes += blockBytes;
+            parent = b.id;
+        }
+        return bytes;
+    }
+
+    /** Bytes of the cached blocks running sequences reference (copies of positions their batch rows hold too). */
+    public long referencedBytes() {
+        return bytes.get() - unreferenced.get();
+    }
+
     /** Tokens of the held prefix a prompt of {@code promptLength} tokens may reuse. */
     public static int reusable(Hold hold, int promptLength) {
         return Math.min(hold.blocks() * BLOCK, promptLength - 1);
@@ -222,6 +273,14 @@ public final class PrefixCache {
      * published by {@link Insertion#commit}.
      */
     public Insertion insert(Hold hold, int[] tokens) {
+        return insert(hold, tokens, Long.MAX_VALUE);
+    }
+
+    /**
+     * The same, keeping the cache within {@code room} bytes as well as its cap: the KV budget the running sequences'
+     * reservations leave (a stored block is a second copy of positions a batch row holds, so it takes room of its own).
+     */
+    public Insertion insert(Hold hold, int[] tokens, long room) {
         Insertion ins = new Insertion();
         for (int j = hold.blocks(); (j + 1) * BLOCK <= tokens.length; j++) {
             Key key = Key.of(hold.lastId(), tokens, j * BLOCK);
@@ -231,7 +290,7 @@ public final class PrefixCache {
                 hold.add(existing);
                 continue;
             }
-            if (!makeRoom()) break;
+            if (!makeRoom(room)) break;
             Block b = new Block(nextId++, key, NativeBuffers.allocate(blockBytes));
             bytes.addAndGet(blockBytes); // counted as soon as allocated, so the next makeRoom sees it
             unpublished.put(key, b);
@@ -242,10 +301,11 @@ public final class PrefixCache {
         return ins;
     }
 
-    private boolean makeRoom() {
-        long over = bytes.get() + blockBytes - capBytes;
+    private boolean makeRoom(long room) {
+        long limit = Math.min(capBytes, room);
+        long over = bytes.get() + blockBytes - limit;
         if (over > 0) evict(over);
-        return bytes.get() + blockBytes <= capBytes;
+        return bytes.get() + blockBytes <= limit;
     }
 
     /**
@@ -259,6 +319,7 @@ public final class PrefixCache {
             Block b = it.next();
             if (b.refs == 0) {
                 it.remove();
+                blocks.removed(b.key);
                 b.gone = true;
                 bytes.addAndGet(-blockBytes);
                 unreferenced.addAndGet(-blockBytes);
