@@ -240,9 +240,10 @@ public interface OrtserveConfig {
         String weightPrecision();
 
         /**
-         * Element type of the KV cache: auto (the model's own) or float16 (GroupQueryAttention graphs: the op runs in
-         * float16 with float16 past/present, a graph rewrite on load checked against the original within a logit
-         * cosine bound; half the KV bytes per token). Graphs without GroupQueryAttention stop the start with float16.
+         * Element type of the KV cache: auto (float16 where attention runs as GroupQueryAttention, as exported or fused on
+         * load; the model's own elsewhere), model (the model's own) or float16 (required: graphs without
+         * GroupQueryAttention stop the start). float16 runs the op in float16 with float16 past/present, a graph rewrite
+         * on load checked against the original within a logit cosine bound; half the KV bytes per token.
          */
         @WithDefault("auto")
         String kvCacheDtype();

@@ -167,7 +167,7 @@ public final class ModelLoader {
     private static String lossySettings(RewriteOptions wanted) {
         List<String> out = new java.util.ArrayList<>();
         if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=" + wanted.precision().name().toLowerCase());
-        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=float16");
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=" + wanted.kvCacheDtype().name().toLowerCase());
         return String.join(" and ", out);
     }
 
@@ -175,7 +175,7 @@ public final class ModelLoader {
     private static String exactSettings(RewriteOptions wanted) {
         List<String> out = new java.util.ArrayList<>();
         if (wanted.precision() != WeightPrecision.MODEL) out.add(PRECISION_SETTING + "=model");
-        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=auto");
+        if (wanted.halfKv()) out.add(KV_DTYPE_SETTING + "=model");
         return String.join(" and ", out);
     }
 
@@ -184,14 +184,14 @@ public final class ModelLoader {
      * concurrency it allows were planned at half the bytes per token; serving fp32 KV silently would double them).
      */
     static void checkKvDtype(EngineOptions options, DecoderSpec spec, Path modelFile) {
-        if (options.rewrite() == null || !options.rewrite().halfKv() || spec.kvType() == OnnxJavaType.FLOAT16) return;
+        if (options.rewrite() == null || !options.rewrite().halfKvRequired() || spec.kvType() == OnnxJavaType.FLOAT16) return;
         throw new ModelLoadException(KV_DTYPE_SETTING + "=float16: " + modelFile + (spec.alignment() == KvAlignment.END
                 ? " has explicit attention (an Optimum-style export without GroupQueryAttention) that was not rewritten into GroupQueryAttention"
                         + " (ORTSERVE_ENGINE_FUSE_ATTENTION off, or the rewrite did not fit: see the rewrite lines above); float16 KV is made by"
                         + " running onnxruntime's GroupQueryAttention in float16. Its KV stays " + spec.kvType().name().toLowerCase() + ": set "
-                        + KV_DTYPE_SETTING + "=auto (or serve an fp16 export of the model)"
+                        + KV_DTYPE_SETTING + "=auto (float16 where it applies) or model (or serve an fp16 export of the model)"
                 : " keeps " + spec.kvType().name().toLowerCase() + " KV: the float16 rewrite did not apply (" + (options.rewriteCache() == null
-                        ? "no rewrite cache directory" : "see the rewrite lines above") + "); set " + KV_DTYPE_SETTING + "=auto to serve it as exported"));
+                        ? "no rewrite cache directory" : "see the rewrite lines above") + "); set " + KV_DTYPE_SETTING + "=auto (float16 where it applies) or model to serve it as exported"));
     }
 
     /**
@@ -281,7 +281,7 @@ public final class ModelLoader {
             DecoderSpec candidateSpec = spec(dir, genai, Signature.of(candidate), options, alignment(result.file()));
             // what was made: float16 KV asked of a graph whose KV is float16 already is an exact rewrite
             RewriteOptions made = result.applied().stream().anyMatch(r -> r.startsWith(GraphRewriter.HALF_KV)) ? wanted
-                    : wanted.withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.AUTO);
+                    : wanted.withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.MODEL);
             RewriteProbe.Agreement agreement = RewriteProbe.compare(expected, RewriteProbe.run(env, candidateSpec, candidate), made);
             String warning = null;
             if (!agreement.agrees()) {

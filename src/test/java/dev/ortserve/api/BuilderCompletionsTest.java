@@ -86,7 +86,9 @@ class BuilderCompletionsTest {
     public static class Fp32Builder implements QuarkusTestProfile {
         @Override
         public Map<String, String> getConfigOverrides() {
-            return Map.of("ortserve.model-path", DIR.resolve("fp32").toString(), "ortserve.model-name", "builder");
+            // transformers' float32 ids: the model's own (fp32) KV, not the default float16 where GroupQueryAttention runs
+            return Map.of("ortserve.model-path", DIR.resolve("fp32").toString(), "ortserve.model-name", "builder",
+                    "ortserve.engine.kv-cache-dtype", "model");
         }
 
         @Override

@@ -35,8 +35,9 @@ class MemoryAdmissionTest extends ApiTest {
     public static class Profile implements QuarkusTestProfile {
         @Override
         public Map<String, String> getConfigOverrides() {
-            // 512 bytes of KV per token on the tiny model: 2,048 positions, one holder of ~1,000 and one request of ~1,500 do not fit together
-            return Map.of("ortserve.engine.kv-cache-bytes", "1M", "ortserve.engine.queue-timeout", "200ms",
+            // 256 bytes of float16 KV per token on the tiny model (512 in fp32): 2,048 positions (1,024), one holder of ~1,000
+            // and one request of ~1,500 do not fit together
+            return Map.of("ortserve.engine.kv-cache-bytes", "512K", "ortserve.engine.queue-timeout", "200ms",
                     "ortserve.engine.prefix-cache-bytes", "0");
         }
     }
@@ -81,8 +82,8 @@ class MemoryAdmissionTest extends ApiTest {
         String metrics = given().get("/q/metrics").then().statusCode(200).extract().asString();
         // this request's timeout, and the Messages test's when it ran first
         assertTrue(java.util.regex.Pattern.compile("ortserve_queue_timeouts_total\\{model=\"" + MODEL + "\"} [12]\\.0").matcher(metrics).find(), metrics);
-        assertTrue(metrics.contains("ortserve_kv_cache_budget_bytes{model=\"" + MODEL + "\"} 1048576.0"), metrics);
-        assertTrue(metrics.contains("ortserve_memory_budget_bytes{part=\"kv\"} 1048576.0"), metrics);
+        assertTrue(metrics.contains("ortserve_kv_cache_budget_bytes{model=\"" + MODEL + "\"} 524288.0"), metrics);
+        assertTrue(metrics.contains("ortserve_memory_budget_bytes{part=\"kv\"} 524288.0"), metrics);
         assertTrue(metrics.contains("ortserve_kv_cache_usage_perc{model=\"" + MODEL + "\"}"), metrics);
         assertTrue(metrics.contains("ortserve_kv_cache_used_bytes{model=\"" + MODEL + "\"}"), metrics);
         given().get("/q/metrics").then().body(org.hamcrest.Matchers.containsString("ortserve_memory_budget_bytes{part=\"limit\"}"));

@@ -39,7 +39,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code -Dbench.precision=model|int8|int4} (default model: fp32) serves the weights quantized on load
  * as the server's {@code --weight-precision} does; {@code -Dbench.kv=inplace} measures the in-place
  * path only (the copying columns read 0; bench/llamacpp/real_size.sh runs it so);
- * {@code -Dbench.kv-dtype=float16} (default auto: the model's fp32) serves float16 KV as the server's
+ * {@code -Dbench.kv-dtype=float16} (default model: the model's fp32) serves float16 KV as the server's
  * ORTSERVE_ENGINE_KV_CACHE_DTYPE=float16 does (the precision column then reads e.g. fp32/kv-float16);
  * {@code -Dbench.kv-dtype=both} compares fp32 KV with float16 KV instead, both in place, rounds alternating
  * (the "copying" columns are then fp32 KV, the "in place" ones float16 KV). Each cell also
@@ -65,8 +65,8 @@ class LongContextDecodeBenchmark {
     static final int ROUNDS = Integer.getInteger("bench.rounds", 3);
     static final WeightPrecision PRECISION = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
     static final boolean KV_BOTH = "both".equals(System.getProperty("bench.kv-dtype"));
-    static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.AUTO
-            : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "auto"));
+    static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.MODEL
+            : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "model"));
     static final boolean COPYING = KV_BOTH || !"inplace".equals(System.getProperty("bench.kv", "both"));
     static final boolean IN_PLACE = !"copying".equals(System.getProperty("bench.kv", "both"));
     static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
@@ -85,7 +85,7 @@ class LongContextDecodeBenchmark {
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"
         String precision = (PRECISION == WeightPrecision.MODEL ? (MODEL != null ? "model" : "fp32") : PRECISION.name().toLowerCase())
-                + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.AUTO ? "" : "/kv-float16");
+                + (KV_DTYPE == dev.ortserve.engine.rewrite.KvCacheDtype.MODEL ? "" : "/kv-float16");
         StringBuilder report = new StringBuilder(String.format("long-context decode, %s, %s, %d processors, "
                 + "%d tokens per stream, median of %d rounds; decode tok/s: tokens of the decode steps that held every stream over those steps' time; "
                 + "stream tok/s: tokens after the last stream's first token over that phase (prefill chunks of later streams and tails included)%n%n",

@@ -217,10 +217,11 @@ class KvHalfTest {
     @Test
     void theSettingParses() {
         assertEquals(KvCacheDtype.AUTO, KvCacheDtype.parse("auto"));
+        assertEquals(KvCacheDtype.MODEL, KvCacheDtype.parse("model"));
         assertEquals(KvCacheDtype.FLOAT16, KvCacheDtype.parse("float16"));
         assertEquals(KvCacheDtype.FLOAT16, KvCacheDtype.parse("FP16"));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> KvCacheDtype.parse("int8"));
-        assertTrue(e.getMessage().contains("valid: auto, float16"), e.getMessage());
+        assertTrue(e.getMessage().contains("valid: auto, model, float16"), e.getMessage());
     }
 
 }

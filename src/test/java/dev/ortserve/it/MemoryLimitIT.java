@@ -29,8 +29,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * lets the test make one (root, the memory controller mounted at /sys/fs/cgroup/memory), else the same limit given
  * as ORTSERVE_MEMORY_LIMIT. A first start without a limit tells what the budget puts beside the KV (the resident set
  * at ready, the heap's growth to -Xmx, onnxruntime's working memory, the overhead: its gauges); the second start gets
- * a limit of those plus 48 MiB, so its KV budget holds about a dozen of the 2,000-position requests, and 24 are sent
- * at once: each completes or is answered 503 with Retry-After (it waited its queue timeout for KV), none fails
+ * a limit of those plus 48 MiB, so its KV budget holds about 24 of the 2,000-position requests (float16 KV; 12 in
+ * fp32) beside 32 batch slots, and 40 are sent at once: each completes or is answered 503 with Retry-After (it waited its queue timeout for KV), none fails
  * otherwise, the process is never killed, and its resident set, sampled every 50 ms, never exceeds the limit.
  */
 class MemoryLimitIT {
@@ -38,13 +38,15 @@ class MemoryLimitIT {
     private static final Path CGROUP_V1 = Path.of("/sys/fs/cgroup/memory");
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long KV = 48L << 20;
-    private static final int REQUESTS = 24;
+    private static final int REQUESTS = 40;
 
     @Test
     void moreLongPromptsThanFitEachCompleteOrGet503AndTheLimitHolds() throws Exception {
         Map<String, String> env = new java.util.HashMap<>(Map.of(
                 "ORTSERVE_MODEL_CACHE_DIR", Path.of("target", "it-memory-models").toAbsolutePath().toString(),
-                "ORTSERVE_ENGINE_QUEUE_TIMEOUT", "5s"));
+                "ORTSERVE_ENGINE_QUEUE_TIMEOUT", "5s",
+                // more batch slots than the KV budget fills: memory, not the slots, decides who waits
+                "ORTSERVE_ENGINE_MAX_SEQUENCES", "32"));
         long besides;
         try (PackagedApp probe = PackagedApp.start("memory-probe", env)) {
             String metrics = get(probe, "/q/metrics");

@@ -27,7 +27,7 @@ class QuietStartIT {
         // ONNX Runtime's native log goes to the process's stdout/stderr, past the Java logging: "[W:onnxruntime:...]" lines
         List<String> native_ = log.lines().filter(l -> NATIVE_WARNING.matcher(l).find()).toList();
         assertTrue(native_.isEmpty(), "native ONNX Runtime warnings of a default start:\n" + String.join("\n", native_));
-        assertTrue(log.lines().anyMatch(l -> l.contains("Serving 'demo' from ") && l.contains("optimum layout, model.onnx (fp32 weights, KV float)")
+        assertTrue(log.lines().anyMatch(l -> l.contains("Serving 'demo' from ") && l.contains("optimum layout, model.onnx (fp32 weights, KV float16)")
                 && l.contains("embeddings 'all-minilm-l6-v2'; store memory; listening on http://")), log);
     }
 }

@@ -9,7 +9,8 @@ package dev.ortserve.engine.rewrite;
  * @param fuseRotary         rotary (rotate_half) subgraphs become onnxruntime's RotaryEmbedding
  * @param packProjections    constant-weight MatMuls reading the same activations (q/k/v, gate/up) become one
  * @param fuseAttention      explicit attention becomes GroupQueryAttention (served right-padded, KV written in place)
- * @param kvCacheDtype       {@link KvCacheDtype#FLOAT16}: GroupQueryAttention runs in float16 with float16 KV ({@link HalfKv})
+ * @param kvCacheDtype       {@link KvCacheDtype#FLOAT16} (required) or {@link KvCacheDtype#AUTO} (where it applies): GroupQueryAttention
+ *                           runs in float16 with float16 KV ({@link HalfKv}); {@link KvCacheDtype#MODEL}: the model's own
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
                              boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype) {
@@ -18,13 +19,13 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
 
     /** No attention fusion, the model's own KV dtype. */
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections) {
-        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false, KvCacheDtype.AUTO);
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, false, KvCacheDtype.MODEL);
     }
 
     /** The model's own KV dtype. */
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary, boolean packProjections,
                           boolean fuseAttention) {
-        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, KvCacheDtype.AUTO);
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, KvCacheDtype.MODEL);
     }
 
     /** No attention fusion. */
@@ -66,11 +67,17 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
      * embedding) computes the same sums. What is served when an exact set misses the load check.
      */
     public RewriteOptions headOnly() {
-        return new RewriteOptions(lastPositionLogits, precision, false, false, false, false, kvCacheDtype);
+        return new RewriteOptions(lastPositionLogits, precision, false, false, false, false,
+                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype);
     }
 
-    /** Float16 KV asked for ({@link KvCacheDtype#FLOAT16}). */
+    /** Float16 KV asked for where the graph's GroupQueryAttention takes it ({@link KvCacheDtype#FLOAT16} or {@link KvCacheDtype#AUTO}). */
     public boolean halfKv() {
+        return kvCacheDtype == KvCacheDtype.FLOAT16 || kvCacheDtype == KvCacheDtype.AUTO;
+    }
+
+    /** Float16 KV required ({@link KvCacheDtype#FLOAT16}): a graph that cannot take it is a start error. */
+    public boolean halfKvRequired() {
         return kvCacheDtype == KvCacheDtype.FLOAT16;
     }
 
