@@ -45,12 +45,15 @@ class MemoryAdmissionTest extends ApiTest {
     @Inject
     GenerationModelHost host;
 
-    @Test
-    void aRequestThatOutwaitsTheQueueTimeoutIs503WithRetryAfter() throws Exception {
+    /**
+     * Runs {@code request} while a sequence of 1,000 tokens holds the KV budget and the engine is held on its first token:
+     * once the request waits in the queue, it is left waiting 400 ms (twice its timeout) before the engine goes on.
+     * Returns the request's answer once the holder has run to its end; {@code holderTokens} has its token count.
+     */
+    private Response whileTheBudgetIsHeld(java.util.function.Supplier<Response> request, CompletableFuture<Integer> holderTokens) throws Exception {
         int[] prompt = host.model().tokenizer().encode("busy");
         SamplingParams longRun = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, 1000, 0, true, List.of(), List.of(), false, true, null);
         CountDownLatch held = new CountDownLatch(1), release = new CountDownLatch(1);
-        CompletableFuture<Integer> ran = new CompletableFuture<>();
         int[] tokens = {0};
         var running = host.engine().generate(new GenerationRequest("holder", prompt, longRun)).subscribe().with(e -> {
             tokens[0]++;
@@ -62,23 +65,32 @@ class MemoryAdmissionTest extends ApiTest {
                     Thread.currentThread().interrupt();
                 }
             }
-        }, ran::completeExceptionally, () -> ran.complete(tokens[0]));
+        }, holderTokens::completeExceptionally, () -> holderTokens.complete(tokens[0]));
         try {
             assertTrue(held.await(30, TimeUnit.SECONDS));
-            CompletableFuture<Response> openAi = CompletableFuture.supplyAsync(() -> json()
-                    .body("{\"model\":\"" + MODEL + "\",\"prompt\":\"x\",\"max_tokens\":1500}").post("/v1/completions"));
+            CompletableFuture<Response> answer = CompletableFuture.supplyAsync(request);
             long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
             while (host.engine().waitingSequences() != 1 && System.nanoTime() < deadline) Thread.onSpinWait();
             assertEquals(1, host.engine().waitingSequences(), "the request waits for the budget");
             Thread.sleep(400); // the engine cannot move: the request waits well past its 200 ms
             release.countDown();
-            openAi.get(30, TimeUnit.SECONDS).then().statusCode(503).header("Retry-After", equalTo("1"))
-                    .body("error.type", equalTo("service_unavailable_error")).body("error.code", equalTo("server_busy"));
-            assertEquals(1000, ran.get(60, TimeUnit.SECONDS), "the running request is untouched");
+            Response r = answer.get(30, TimeUnit.SECONDS);
+            holderTokens.get(60, TimeUnit.SECONDS); // the holder runs to its end
+            return r;
         } finally {
             release.countDown();
             running.cancel();
         }
+    }
+
+    @Test
+    void aRequestThatOutwaitsTheQueueTimeoutIs503WithRetryAfter() throws Exception {
+        CompletableFuture<Integer> holder = new CompletableFuture<>();
+        Response answer = whileTheBudgetIsHeld(() -> json()
+                .body("{\"model\":\"" + MODEL + "\",\"prompt\":\"x\",\"max_tokens\":1500}").post("/v1/completions"), holder);
+        answer.then().statusCode(503).header("Retry-After", equalTo("1"))
+                .body("error.type", equalTo("service_unavailable_error")).body("error.code", equalTo("server_busy"));
+        assertEquals(1000, holder.get(), "the running request is untouched");
         String metrics = given().get("/q/metrics").then().statusCode(200).extract().asString();
         // this request's timeout, and the Messages test's when it ran first
         assertTrue(java.util.regex.Pattern.compile("ortserve_queue_timeouts_total\\{model=\"" + MODEL + "\"} [12]\\.0").matcher(metrics).find(), metrics);
@@ -86,39 +98,15 @@ class MemoryAdmissionTest extends ApiTest {
         assertTrue(metrics.contains("ortserve_memory_budget_bytes{part=\"kv\"} 524288.0"), metrics);
         assertTrue(metrics.contains("ortserve_kv_cache_usage_perc{model=\"" + MODEL + "\"}"), metrics);
         assertTrue(metrics.contains("ortserve_kv_cache_used_bytes{model=\"" + MODEL + "\"}"), metrics);
-        given().get("/q/metrics").then().body(org.hamcrest.Matchers.containsString("ortserve_memory_budget_bytes{part=\"limit\"}"));
+        assertTrue(metrics.contains("ortserve_memory_budget_bytes{part=\"limit\"}"), metrics);
     }
 
     @Test
     void theMessagesApiAnswersTheSameWaitAsOverloaded() throws Exception {
-        int[] prompt = host.model().tokenizer().encode("busy");
-        SamplingParams longRun = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, 1000, 0, true, List.of(), List.of(), false, true, null);
-        CountDownLatch held = new CountDownLatch(1), release = new CountDownLatch(1);
-        var running = host.engine().generate(new GenerationRequest("holder", prompt, longRun)).subscribe().with(e -> {
-            if (held.getCount() > 0 && Thread.currentThread().getName().equals("ortserve-engine")) {
-                held.countDown();
-                try {
-                    release.await(30, TimeUnit.SECONDS);
-                } catch (InterruptedException ie) {
-                    Thread.currentThread().interrupt();
-                }
-            }
-        });
-        try {
-            assertTrue(held.await(30, TimeUnit.SECONDS));
-            CompletableFuture<Response> messages = CompletableFuture.supplyAsync(() -> json().header("anthropic-version", "2023-06-01")
-                    .body("{\"model\":\"" + MODEL + "\",\"max_tokens\":1500,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
-                    .post("/v1/messages"));
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-            while (host.engine().waitingSequences() != 1 && System.nanoTime() < deadline) Thread.onSpinWait();
-            assertEquals(1, host.engine().waitingSequences());
-            Thread.sleep(400);
-            release.countDown();
-            messages.get(30, TimeUnit.SECONDS).then().statusCode(529).header("Retry-After", equalTo("1"))
-                    .body("type", equalTo("error")).body("error.type", equalTo("overloaded_error"));
-        } finally {
-            release.countDown();
-            running.cancel();
-        }
+        Response answer = whileTheBudgetIsHeld(() -> json().header("anthropic-version", "2023-06-01")
+                .body("{\"model\":\"" + MODEL + "\",\"max_tokens\":1500,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
+                .post("/v1/messages"), new CompletableFuture<>());
+        answer.then().statusCode(529).header("Retry-After", equalTo("1"))
+                .body("type", equalTo("error")).body("error.type", equalTo("overloaded_error"));
     }
 }
