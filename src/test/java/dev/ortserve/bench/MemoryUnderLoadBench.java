@@ -32,9 +32,10 @@ import java.util.concurrent.atomic.AtomicLong;
  * <pre>
  * ./mvnw -q dependency:build-classpath -Dmdep.outputFile=target/cp.txt
  * echo "-cp target/classes:target/test-classes:$(cat target/cp.txt)" > target/cp.args
- * java [-Xmx1g] @target/cp.args dev.ortserve.bench.MemoryUnderLoadBench MODEL_DIR model|int8|int4 KV_BYTES STREAMS [PROMPT=1600] [OUTPUT=32]
+ * java [-Xmx1g] @target/cp.args dev.ortserve.bench.MemoryUnderLoadBench MODEL_DIR model|int8|int4 KV_BYTES STREAMS [PROMPT=1600] [OUTPUT=32] [KV_DTYPE=model|auto]
  * </pre>
- * Prints one line: {@code MEMBENCH streams prompt ready_rss_mb peak_rss_mb peak_heap_used_mb peak_direct_mb failed seconds}.
+ * The KV budget is capped at half of the JVM's direct-memory limit, as the server's memory budget caps it.
+ * Prints one line: {@code MEMBENCH streams prompt ready_rss_mb peak_rss_mb peak_heap_used_mb peak_direct_mb failed seconds kv_budget_mb}.
  */
 public final class MemoryUnderLoadBench {
 
@@ -45,8 +46,10 @@ public final class MemoryUnderLoadBench {
         int streams = Integer.parseInt(args[3]);
         int prompt = args.length > 4 ? Integer.parseInt(args[4]) : 1600;
         int output = args.length > 5 ? Integer.parseInt(args[5]) : 32;
+        dev.ortserve.engine.rewrite.KvCacheDtype kvDtype = dev.ortserve.engine.rewrite.KvCacheDtype.parse(args.length > 6 ? args[6] : "model");
+        kvBytes = Math.min(kvBytes, dev.ortserve.engine.memory.ProcessMemory.maxDirect() / 2);
         EngineOptions options = EngineOptions.defaults().withKvInPlace(true).withKvCacheBytes(kvBytes)
-                .withRewrite(RewriteOptions.defaults(precision), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+                .withRewrite(RewriteOptions.defaults(precision).withKvCacheDtype(kvDtype), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         try (LoadedModel model = ModelLoader.load(dir, options);
              ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             run(engine, model, 1, 16, 4); // warm-up
@@ -74,8 +77,8 @@ public final class MemoryUnderLoadBench {
             double seconds = (System.nanoTime() - start) / 1e9;
             sampling.set(false);
             sampler.join();
-            System.out.printf("MEMBENCH %d %d %d %d %d %d %d %.1f%n", streams, prompt, ready >> 20, peakRss.get() >> 20, peakHeap.get() >> 20,
-                    peakDirect.get() >> 20, failed, seconds);
+            System.out.printf("MEMBENCH %d %d %d %d %d %d %d %.1f %d%n", streams, prompt, ready >> 20, peakRss.get() >> 20, peakHeap.get() >> 20,
+                    peakDirect.get() >> 20, failed, seconds, kvBytes >> 20);
         }
     }
 
