@@ -119,8 +119,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /**
      * KV bytes held against {@link #kvBudgetBytes()} now: the running sequences' reservations and
-     * the prefix cache's blocks no running sequence references (exact when read on the engine
-     * thread, e.g. from an {@link EngineListener}).
+     * every prefix-cache block (exact when read on the engine thread, e.g. from an {@link EngineListener}).
      */
     public long kvHeldBytes() {
         return scheduler.kvHeldBytes();

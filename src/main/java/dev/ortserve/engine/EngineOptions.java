@@ -149,16 +149,7 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     /** Bytes of memory available on this host now (Linux: MemAvailable), or the JVM's view of free physical memory. */
     public static long availableMemory() {
-        try {
-            for (String line : java.nio.file.Files.readAllLines(Path.of("/proc/meminfo"))) {
-                if (line.startsWith("MemAvailable:")) return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-            }
-        } catch (java.io.IOException | RuntimeException ignored) {
-            // not Linux: the JVM's view below
-        }
-        java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
-        if (os instanceof com.sun.management.OperatingSystemMXBean sun) return sun.getFreeMemorySize();
-        return Runtime.getRuntime().maxMemory();
+        return new dev.ortserve.engine.memory.ProcessMemory().hostAvailable();
     }
 
     /**

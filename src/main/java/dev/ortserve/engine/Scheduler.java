@@ -126,7 +126,10 @@ final class Scheduler {
                     long reserved = kvReserved.get();
                     // the cache blocks running sequences reference, and those this one's lookup would, are copies of
                     // positions batch rows hold too: they stay, whatever is evicted, so they count beside the reservations
-                    long pinned = prefix == null ? 0 : prefix.referencedBytes() + prefix.wouldReference(s.prompt);
+                    long pinned = prefix == null ? 0 : prefix.referencedBytes();
+                    if (reserved > 0 && prefix != null && reserved + need + pinned <= kvBudgetBytes) {
+                        pinned += prefix.wouldReference(s.prompt); // walked only when it could decide
+                    }
                     if (reserved > 0 && reserved + need + pinned > kvBudgetBytes) {
                         kvWaits.incrementAndGet();
                         break; // waits for running sequences to give their KV back
@@ -240,8 +243,8 @@ final class Scheduler {
     }
 
     /**
-     * KV bytes held against the budget now: the running sequences' reservations and the prefix
-     * cache's unreferenced blocks (exact on the engine thread; elsewhere two reads a step apart at most).
+     * KV bytes held against the budget now: the running sequences' reservations and every prefix-cache
+     * block (exact on the engine thread; elsewhere two reads a step apart at most).
      */
     long kvHeldBytes() {
         return kvReserved.get() + (prefix == null ? 0 : prefix.bytes());

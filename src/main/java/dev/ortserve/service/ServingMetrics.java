@@ -92,17 +92,17 @@ public class ServingMetrics {
 
     /**
      * The KV budget as a router reads it (vLLM's {@code kv_cache_usage_perc}, the Gateway API Inference Extension's
-     * signal): bytes held against the budget (running sequences' reservations and unreferenced prefix-cache blocks),
+     * signal): bytes held against the budget (running sequences' reservations and every prefix-cache block),
      * the budget, their ratio; requests failed unstarted after the queue timeout.
      */
     public void kvBudget(String model, java.util.function.LongSupplier held, long budget, java.util.function.LongSupplier timeouts) {
         Gauge.builder("ortserve_kv_cache_used_bytes", held, h -> h.getAsLong())
-                .description("KV bytes held against the budget: running sequences' reservations and unreferenced prefix-cache blocks")
-                .tag("model", model).strongReference(true).register(registry);
+                .description("KV bytes held against the budget: running sequences' reservations and every prefix-cache block")
+                .tag("model", model).register(registry);
         Gauge.builder("ortserve_kv_cache_budget_bytes", () -> budget)
                 .description("The KV budget (ORTSERVE_ENGINE_KV_CACHE_BYTES, or what the memory limit leaves)").tag("model", model).register(registry);
         Gauge.builder("ortserve_kv_cache_usage_perc", held, h -> budget <= 0 ? 0.0 : Math.min(1.0, h.getAsLong() / (double) budget))
-                .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).strongReference(true).register(registry);
+                .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).register(registry);
         FunctionCounter.builder("ortserve_queue_timeouts", timeouts, t -> t.getAsLong())
                 .description("Requests answered 503 unstarted after waiting the queue timeout for KV budget").tag("model", model)
                 .register(registry);

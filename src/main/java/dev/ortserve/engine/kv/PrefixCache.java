@@ -31,11 +31,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * a sequence lets go of them), so a chain is evicted from its tail.
  * <p>
  * The cache lives inside the engine's KV budget (as vLLM's block pool: cached blocks are free-able
- * memory of the same pool). A block that a running sequence references is KV of that sequence, so
- * it is already counted in the sequence's reservation; only the unreferenced blocks
- * ({@link #unreferencedBytes()}) count against the budget on their own, and only they can be
- * evicted ({@link #evict}) when a waiting request needs the room. The scheduler keeps
- * reservations + unreferenced bytes within the budget (see {@code Scheduler}).
+ * memory of the same pool), every block counted ({@link #bytes()}): a block a running sequence
+ * references is a second copy of positions its batch row holds, so it counts beside the sequence's
+ * reservation ({@link #referencedBytes()}); only unreferenced blocks ({@link #unreferencedBytes()}) can be
+ * evicted ({@link #evict}) when a waiting request needs the room, and storing takes only the room it is
+ * given ({@link #insert(Hold, int[], long)}). The scheduler keeps reservations + bytes within the budget
+ * (see {@code Scheduler}).
  * Engine thread only, except the statistics.
  */
 public final class PrefixCache {
@@ -46,7 +47,7 @@ public final class PrefixCache {
     private final OrtEnvironment env;
     private final long capBytes;
     private final int blockBytes;
-    private final Blocks blocks = new Blocks();
+    private final Map<Key, Block> blocks = new LinkedHashMap<>(64, 0.75f, true);
     /** Blocks allocated in this step whose KV is still being copied in. */
     private final Map<Key, Block> unpublished = new java.util.HashMap<>();
     private long nextId = 1;
@@ -70,38 +71,7 @@ public final class PrefixCache {
 
     /** KV bytes of one token of this model (every layer, keys and values). */
     public static long bytesPerToken(DecoderSpec spec) {
-        return 2L * spec.layers() * spec.kvHeads() * spec.headDim() * spec.kvElementBytes();
-    }
-
-    /**
-     * The published blocks, least recently used first (a get makes a block the most recent), and beside them an index
-     * that {@link #get(Key, boolean)} reads without touching their order.
-     */
-    private static final class Blocks extends LinkedHashMap<Key, Block> {
-        private final Map<Key, Block> index = new java.util.HashMap<>();
-
-        Blocks() {
-            super(64, 0.75f, true);
-        }
-
-        Block get(Key key, boolean touch) {
-            return touch ? get(key) : index.get(key);
-        }
-
-        @Override
-        public Block put(Key key, Block value) {
-            index.put(key, value);
-            return super.put(key, value);
-        }
-
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<Key, Block> eldest) {
-            return false;
-        }
-
-        void removed(Key key) {
-            index.remove(key);
-        }
+        return spec.kvBytesPerToken();
     }
 
     private record Key(long parent, int[] tokens, int hash) {
@@ -158,8 +128,7 @@ public final class PrefixCache {
         }
 
         /**
-         * Lets go of the blocks; those no other sequence references become unreferenced (free-able,
-         * counted against the budget on their own). Touched deepest first, so the root stays newest
+         * Lets go of the blocks; those no other sequence references become unreferenced (free-able). Touched deepest first, so the root stays newest
          * and a chain is evicted from its tail (as vLLM frees a sequence's blocks in reverse).
          */
         public void release() {
@@ -195,12 +164,13 @@ public final class PrefixCache {
 
     /**
      * Bytes of the cached blocks {@link #lookup} would reference for {@code prompt} that no sequence references now:
-     * what its lookup would add to the referenced bytes. No side effect (no recency, no statistics).
+     * what its lookup would add to the referenced bytes. No statistics; the blocks read become the most recent, as
+     * for a lookup (the waiting request that asks is about to reuse them).
      */
     public long wouldReference(int[] prompt) {
         long bytes = 0, parent = 0;
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
-            Block b = blocks.get(Key.of(parent, prompt, j * BLOCK), false);
+            Block b = blocks.get(Key.of(parent, prompt, j * BLOCK));
             if (b == null) break;
             if (b.refs == 0) bytes += blockBytes;
             parent = b.id;
@@ -319,7 +289,6 @@ public final class PrefixCache {
             Block b = it.next();
             if (b.refs == 0) {
                 it.remove();
-                blocks.removed(b.key);
                 b.gone = true;
                 bytes.addAndGet(-blockBytes);
                 unreferenced.addAndGet(-blockBytes);
