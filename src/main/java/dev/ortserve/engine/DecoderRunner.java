@@ -24,6 +24,12 @@ public interface DecoderRunner {
         /** Logits of the last position of row {@code row} into {@code dst} (vocabulary-sized). */
         void lastLogits(int row, float[] dst);
 
+        /**
+         * Logits of column {@code index} of the {@link ForwardPass#logitColumns} columns of row {@code row} that end at its
+         * last one (index {@code logitColumns - 1} is {@link #lastLogits}).
+         */
+        void logits(int row, int index, float[] dst);
+
         int vocabSize();
 
         OnnxTensor presentKey(int layer);

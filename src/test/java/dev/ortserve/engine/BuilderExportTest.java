@@ -68,7 +68,11 @@ class BuilderExportTest {
                 assertTrue(model.session().getInputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT), variant);
                 assertEquals(KvAlignment.START, model.spec().alignment(), variant);
                 long[] logits = ((ai.onnxruntime.TensorInfo) model.session().getOutputInfo().get(model.spec().logits()).getInfo()).getShape();
-                assertEquals(1, logits[1], variant + ": one logits column per row");
+                // as many columns per row as the pass asks for: one in a decode step, k+1 to verify a draft of k (symbolic)
+                assertEquals(-1, logits[1], variant + ": logits columns per row as the pass's ortserve_last_columns gives them");
+                long[] columns = ((ai.onnxruntime.TensorInfo) model.session().getInputInfo().get(GraphRewriter.LAST_COLUMNS_INPUT).getInfo()).getShape();
+                assertEquals(3, columns.length, variant);
+                assertEquals(1, columns[2], variant);
                 // the builder packs q/k/v itself: its fp32 file leaves gate/up to pack, its int4 one has no float MatMul left
                 String packed = java.util.Map.of("fp32", " (4 MatMuls -> 2)", "optimum", " (10 MatMuls -> 4)").get(variant);
                 assertEquals(packed == null ? List.of() : List.of(GraphRewriter.PACKED_PROJECTIONS + packed),

@@ -44,7 +44,7 @@ public final class GraphRewriter {
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "7"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion
+    static final String VERSION = "8"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion; 8: a right-padded head gathers any number of columns per row (speculative verification)
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came

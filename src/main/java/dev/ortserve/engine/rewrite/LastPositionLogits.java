@@ -20,10 +20,11 @@ import java.util.Set;
  * <li>Left-padded graphs (Optimum exports): every row ends at the pass's last column, so a
  * Gather(axis 1, index -1) on the hidden states before the head's MatMul.</li>
  * <li>Right-padded graphs (GroupQueryAttention, the genai builder's): a row ends where its tokens
- * do, so the graph gets an input {@value #LAST_COLUMNS_INPUT} (int64 [batch, 1, 1], each row's last
- * column, which the engine fills) and a GatherND(batch_dims 1) picks that column per row.</li>
+ * do, so the graph gets an input {@value #LAST_COLUMNS_INPUT} (int64 [batch, columns, 1], the
+ * columns whose logits the engine reads, which it fills: each row's last one, or the last few of a
+ * speculative verification pass) and a GatherND(batch_dims 1) picks those columns per row.</li>
  * </ul>
- * Either way the logits become [batch, 1, vocabulary].
+ * The logits become [batch, 1, vocabulary] (left-padded) or [batch, columns, vocabulary] (right-padded).
  */
 final class LastPositionLogits {
 
@@ -33,6 +34,8 @@ final class LastPositionLogits {
 
     /** The input a right-padded graph gets: each row's last column, int64 [batch, 1, 1]. */
     static final String LAST_COLUMNS_INPUT = "ortserve_last_columns";
+    /** The symbolic size of that input's second dimension: how many columns per row a pass reads logits of. */
+    private static final String LOGIT_COLUMNS = "ortserve_logit_columns";
 
     private LastPositionLogits() {
     }
@@ -69,9 +72,9 @@ final class LastPositionLogits {
                     .setTensorType(TypeProto.Tensor.newBuilder().setElemType(TensorProto.DataType.INT64_VALUE)
                             .setShape(TensorShapeProto.newBuilder()
                                     .addDim(TensorShapeProto.Dimension.newBuilder().setDimParam("batch_size"))
-                                    .addDim(TensorShapeProto.Dimension.newBuilder().setDimValue(1))
+                                    .addDim(TensorShapeProto.Dimension.newBuilder().setDimParam(LOGIT_COLUMNS))
                                     .addDim(TensorShapeProto.Dimension.newBuilder().setDimValue(1))))));
-            // data [batch, columns, hidden], indices [batch, 1, 1] -> [batch, 1, hidden]
+            // data [batch, columns, hidden], indices [batch, m, 1] -> [batch, m, hidden]
             gather = NodeProto.newBuilder().setOpType("GatherND").setName(g.unique("ortserve_last_position_gather"))
                     .addInput(head.getInput(0)).addInput(LAST_COLUMNS_INPUT).addOutput(hidden)
                     .addAttribute(Graph.intAttribute("batch_dims", 1)).build();
@@ -89,7 +92,9 @@ final class LastPositionLogits {
             ValueInfoProto o = g.graph.getOutput(i);
             if (o.getName().equals(logits) && o.getType().getTensorType().getShape().getDimCount() == 3) {
                 ValueInfoProto.Builder b = o.toBuilder();
-                b.getTypeBuilder().getTensorTypeBuilder().getShapeBuilder().setDim(1, TensorShapeProto.Dimension.newBuilder().setDimValue(1));
+                TensorShapeProto.Dimension columns = rightPadded ? TensorShapeProto.Dimension.newBuilder().setDimParam(LOGIT_COLUMNS).build()
+                        : TensorShapeProto.Dimension.newBuilder().setDimValue(1).build();
+                b.getTypeBuilder().getTensorTypeBuilder().getShapeBuilder().setDim(1, columns);
                 g.graph.setOutput(i, b);
             }
         }

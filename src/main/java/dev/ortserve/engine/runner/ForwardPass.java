@@ -20,14 +20,16 @@ import java.util.List;
  * @param inPlace     the past tensors are also the present outputs: the graph (GroupQueryAttention)
  *                    writes the new columns into them in place, and the pass's mask spans the past
  *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@link dev.ortserve.engine.KvCache}
+ * @param logitColumns how many of each row's columns, ending at its last one, the pass's logits are read for:
+ *                    1, or the positions of a speculative verification (its drafted tokens and one more)
  */
 public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
-                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace) {
+                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace, int logitColumns) {
 
     /** A pass whose present tensors are new outputs (the past is copied into them). */
     public ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
                        OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns) {
-        this(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, false);
+        this(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, false, 1);
     }
 
     /**
@@ -59,7 +61,13 @@ public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, 
     /** This pass with its past tensors bound as its present outputs too (written in place). */
     public ForwardPass withPresentInPast() {
         if (pastKeys == null) throw new IllegalStateException("an in-place pass needs a past buffer");
-        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, true);
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, true, logitColumns);
+    }
+
+    /** This pass with logits read for the last {@code columns} columns of each row (speculative verification). */
+    public ForwardPass withLogitColumns(int columns) {
+        if (columns < 1 || columns > newLength) throw new IllegalArgumentException("logit columns must be 1 to the pass's new columns, not " + columns);
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, inPlace, columns);
     }
 
     public int totalLength() {

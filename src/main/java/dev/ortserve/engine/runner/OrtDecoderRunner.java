@@ -118,10 +118,13 @@ public final class OrtDecoderRunner implements DecoderRunner {
             if (spec.positionIds() != null) {
                 put(in, created, spec.positionIds(), OnnxTensor.createTensor(env, longs(pass.positions(), inputs), new long[] {b, n}));
             }
+            int m = pass.logitColumns();
             if (lastColumnsInput) {
-                long[] last = new long[b];
-                for (int r = 0; r < b; r++) last[r] = pass.lastColumns()[r];
-                put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last, inputs), new long[] {b, 1, 1}));
+                long[] last = new long[b * m];
+                for (int r = 0; r < b; r++) {
+                    for (int j = 0; j < m; j++) last[r * m + j] = pass.lastColumns()[r] - m + 1 + j;
+                }
+                put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last, inputs), new long[] {b, m, 1}));
             }
             if (spec.useCacheBranch() != null) {
                 put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {pass.pastLength() > 0}));
@@ -135,7 +138,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs, Map.of()), pass.lastColumns(), Map.of());
+            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs, Map.of()), pass, Map.of());
             // present = the past's own tensors: GroupQueryAttention sees one buffer (past_present_share_buffer) and
             // writes the new columns into it; the result does not own them
             Map<String, OnnxTensor> pinned = new HashMap<>();
@@ -143,7 +146,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
                 pinned.put(spec.presentKey(l), pass.pastKeys()[l]);
                 pinned.put(spec.presentValue(l), pass.pastValues()[l]);
             }
-            return new OrtForward(session.run(in, logitsOnly, pinned), pass.lastColumns(), pinned);
+            return new OrtForward(session.run(in, logitsOnly, pinned), pass, pinned);
         } finally {
             for (OnnxTensor t : created) t.close();
             inputs.forEach(NativeBuffers::free);
@@ -165,19 +168,22 @@ public final class OrtDecoderRunner implements DecoderRunner {
 
     private final class OrtForward implements Forward {
         private final Outputs result;
-        private final int[] lastColumns;
+        private final ForwardPass pass;
         private final Map<String, OnnxTensor> pinned;
         private FloatBuffer logits;
         private int columns;
         private int vocab;
 
-        OrtForward(Outputs result, int[] lastColumns, Map<String, OnnxTensor> pinned) {
+        OrtForward(Outputs result, ForwardPass pass, Map<String, OnnxTensor> pinned) {
             this.result = result;
-            this.lastColumns = lastColumns;
+            this.pass = pass;
             this.pinned = pinned;
         }
 
-        /** [rows, columns, vocab]: columns is the pass's new positions, or 1 when the head runs on the last position only. */
+        /**
+         * [rows, columns, vocab]: columns is the pass's new positions (the head ran on every one), or the pass's
+         * logit columns (the head ran on those only: 1 when its last position is a constant).
+         */
         private FloatBuffer logits() {
             if (logits == null) {
                 OnnxTensor t = result.get(spec.logits());
@@ -197,9 +203,21 @@ public final class OrtDecoderRunner implements DecoderRunner {
 
         @Override
         public void lastLogits(int row, float[] dst) {
-            // every column of the pass: the row's own last one (where its padding puts it); one column: the head ran on it already
+            logits(row, pass.logitColumns() - 1, dst);
+        }
+
+        @Override
+        public void logits(int row, int index, float[] dst) {
             FloatBuffer all = logits();
-            int column = columns == 1 ? 0 : lastColumns[row];
+            int m = pass.logitColumns();
+            int column;
+            if (columns == pass.newLength()) {
+                column = pass.lastColumns()[row] - m + 1 + index; // every column of the pass: the row's own (where its padding puts them)
+            } else if (columns == m) {
+                column = index; // the head ran on the asked columns only
+            } else {
+                throw new IllegalStateException("the graph's logits hold " + columns + " columns per row, not the " + m + " this pass reads");
+            }
             all.get((row * columns + column) * vocab, dst, 0, vocab);
         }
 
