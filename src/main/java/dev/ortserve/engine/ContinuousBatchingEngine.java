@@ -4,6 +4,7 @@ import dev.ortserve.engine.runner.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
+import dev.ortserve.engine.speculative.SpeculativeOptions;
 
 import ai.onnxruntime.OrtException;
 import io.smallrye.mutiny.Multi;
@@ -46,6 +47,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     private final AtomicInteger running = new AtomicInteger();
     private final AtomicLong steps = new AtomicLong();
+    private final AtomicLong draftTokens = new AtomicLong();
+    private final AtomicLong acceptedTokens = new AtomicLong();
+    /** Speculative decoding, or OFF where the graph cannot verify drafts (the KV not written in place). */
+    private final SpeculativeOptions speculative;
     private volatile EngineListener listener = EngineListener.NONE;
 
     // engine-thread state
@@ -79,6 +84,17 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (options.kvInPlace()) {
             LOG.infof("KV in place: %s", kv.inPlace() ? "decode steps write each new position into the batch's buffers"
                     : "not for this graph (no GroupQueryAttention); decode steps copy the past as before");
+        }
+        // a verification pass writes a row's drafted positions into its own part of the batch's buffers and takes back the
+        // rejected ones by its length alone: that needs the KV written in place (right-padded rows)
+        this.speculative = kv.inPlace() ? options.speculative() : SpeculativeOptions.OFF;
+        if (options.speculative().enabled()) {
+            SpeculativeOptions o = options.speculative();
+            LOG.infof("Speculative decoding: %s", kv.inPlace()
+                    ? String.format("up to %d draft tokens per pass from predicted outputs%s, while the batch has at most %d row(s)",
+                            o.numSpeculativeTokens(), o.promptLookup() ? String.format(" and prompt lookup (%d-%d tokens)", o.promptLookupMin(),
+                                    o.promptLookupMax()) : "", o.maxBatch())
+                    : "off for this graph (its KV is not written in place: no GroupQueryAttention, or kv-in-place off)");
         }
         this.thread = new Thread(this::loop, "ortserve-engine");
         this.thread.setDaemon(true);
@@ -129,6 +145,16 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         return scheduler.kvBudgetBytes();
     }
 
+    /** Draft tokens verified so far (speculative decoding: predicted outputs and prompt lookup). */
+    public long draftTokens() {
+        return draftTokens.get();
+    }
+
+    /** Draft tokens the model accepted so far. */
+    public long acceptedDraftTokens() {
+        return acceptedTokens.get();
+    }
+
     /** Requests failed unstarted for waiting longer than the queue timeout ({@link EngineOptions#queueTimeout()}). */
     public long queueTimeouts() {
         return scheduler.timedOut();
@@ -153,7 +179,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
         List<Sequence> admitted = new ArrayList<>(requests.size());
         for (GenerationRequest r : requests) {
-            admitted.add(new Sequence(r, model, s -> running.decrementAndGet(), scheduler::retired));
+            admitted.add(new Sequence(r, model, speculative, s -> running.decrementAndGet(), scheduler::retired));
         }
         scheduler.admit(admitted);
         return admitted.stream().map(s -> s.events).toList();
@@ -240,6 +266,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (!kv.hasRoomForStep()) rows = kv.repack(rows, List.of()); // the buffers grow (rows done by now leave)
         int b = rows.size();
         if (b == 0) return;
+        if (speculative.enabled() && b <= speculative.maxBatch() && speculativeStep()) return;
         long started = System.nanoTime();
         List<ForwardPass.Row> in = new ArrayList<>(b);
         for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
@@ -253,6 +280,62 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             sampleRows(out, b);
             listener.decoded(b, forward, System.nanoTime() - started);
         }
+    }
+
+    /**
+     * Speculative decoding (in place): each row with a draft ({@link Sequence#draft}) is fed its last token and the draft
+     * in a pass of its own over its part of the batch's buffers, which writes their positions in place; the logits of
+     * every column are sampled in order, as long as each sampled token is the drafted one ({@link Sequence#verify}), and
+     * the row's length takes back the positions past the last accepted one (the next pass overwrites them; nothing past
+     * a row's length enters the prefix cache). Rows without a draft get a pass of one token. False when no row has a
+     * draft: nothing ran, the batched decode step runs instead.
+     */
+    private boolean speculativeStep() throws OrtException {
+        int b = rows.size();
+        int[][] drafts = new int[b][];
+        boolean any = false;
+        for (int r = 0; r < b; r++) {
+            Sequence s = rows.get(r);
+            // positions after the last token's: within the buffers (rounded up past the longest row) and the context
+            int room = Math.min(kv.span(), spec.maxModelLen()) - s.length - 1;
+            drafts[r] = s.draft(room);
+            any |= drafts[r].length > 0;
+        }
+        if (!any) return false;
+        long started = System.nanoTime(), forward = 0;
+        float[] logits = null;
+        int longest = 0;
+        for (int r = 0; r < b; r++) {
+            Sequence s = rows.get(r);
+            if (!s.done()) {
+                int[] draft = drafts[r];
+                int[] tokens = new int[draft.length + 1];
+                tokens[0] = s.lastToken;
+                System.arraycopy(draft, 0, tokens, 1, draft.length);
+                try (KvCache.RowView view = kv.row(r, b)) {
+                    ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(tokens, 0, tokens.length, s.length)),
+                            kv.span() - tokens.length, view.keys(), view.values()).withPresentInPast().withLogitColumns(tokens.length);
+                    long forwardStart = System.nanoTime();
+                    try (DecoderRunner.Forward out = runner.run(pass)) {
+                        forward += System.nanoTime() - forwardStart;
+                        steps.incrementAndGet();
+                        if (logits == null) logits = new float[out.vocabSize()];
+                        long draftedBefore = s.drafter == null ? 0 : s.drafter.drafted();
+                        long acceptedBefore = s.drafter == null ? 0 : s.drafter.accepted();
+                        s.length += s.verify(out, 0, draft, logits);
+                        if (s.drafter != null) {
+                            draftTokens.addAndGet(s.drafter.drafted() - draftedBefore);
+                            acceptedTokens.addAndGet(s.drafter.accepted() - acceptedBefore);
+                        }
+                    }
+                }
+            }
+            longest = Math.max(longest, s.length);
+        }
+        kv.advanceTo(longest);
+        listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
+        listener.decoded(b, forward, System.nanoTime() - started);
+        return true;
     }
 
     /** Each decoded row takes its last position's logits: one more token in its sequence. */

@@ -2,6 +2,7 @@ package dev.ortserve.engine;
 
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.speculative.SpeculativeOptions;
 
 import java.nio.file.Path;
 import java.time.Duration;
@@ -33,11 +34,24 @@ import java.util.OptionalInt;
  *                          default for the model ({@link #kvCacheBytes(DecoderSpec, long)})
  * @param queueTimeout      the longest a request waits in the queue (for KV budget or a batch slot) before it
  *                          fails with {@link EngineQueueTimeoutException}; zero = as long as it takes
+ * @param speculative       speculative decoding: prompt lookup and predicted outputs verified in one pass (null = the default)
  */
 public record EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
                             int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
                             long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
-                            boolean kvInPlace, long kvCacheBytes, Duration queueTimeout) {
+                            boolean kvInPlace, long kvCacheBytes, Duration queueTimeout, SpeculativeOptions speculative) {
+
+    public EngineOptions {
+        if (speculative == null) speculative = SpeculativeOptions.DEFAULT;
+    }
+
+    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
+                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
+                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
+                         boolean kvInPlace, long kvCacheBytes, Duration queueTimeout) {
+        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
+                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, SpeculativeOptions.DEFAULT);
+    }
 
     /** Requests wait in the queue as long as it takes. */
     public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
@@ -88,53 +102,59 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     public EngineOptions withProvider(String provider) {
         return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     public EngineOptions withBatchWindow(Duration window) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
     public EngineOptions withIntraOpSpinMicros(int micros) {
         if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
     }
 
     /** Decode steps of GroupQueryAttention graphs write KV in place ({@code true}) or copy the past ({@code false}). */
     public EngineOptions withKvInPlace(boolean inPlace) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes, queueTimeout, speculative);
+    }
+
+    /** Speculative decoding as {@code options} say ({@link SpeculativeOptions#OFF}: none). */
+    public EngineOptions withSpeculative(SpeculativeOptions options) {
+        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, options);
     }
 
     /** @param timeout the longest a request waits in the queue; zero: as long as it takes */
     public EngineOptions withQueueTimeout(Duration timeout) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, timeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, timeout, speculative);
     }
 
     /** @param bytes the KV budget; negative: the default for the model ({@link #kvCacheBytes(DecoderSpec, long)}) */
     public EngineOptions withKvCacheBytes(long bytes) {
         return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes, queueTimeout);
+                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes, queueTimeout, speculative);
     }
 
     /**

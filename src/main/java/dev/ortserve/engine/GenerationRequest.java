@@ -1,5 +1,14 @@
 package dev.ortserve.engine;
 
-/** One sequence to generate: its prompt tokens and its sampling. */
-public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling) {
+/**
+ * One sequence to generate: its prompt tokens and its sampling.
+ *
+ * @param prediction the tokens the output is expected to resemble (OpenAI's Predicted Outputs), drafted for speculative
+ *                   decoding; null for none
+ */
+public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction) {
+
+    public GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling) {
+        this(requestId, promptTokenIds, sampling, null);
+    }
 }

@@ -107,6 +107,46 @@ final class KvCache implements AutoCloseable {
         return Math.max(newLength + 1, Math.min(rounded, spec.maxModelLen()));
     }
 
+    /** In place: rows of the batch ran passes of their own (speculative verification); the longest now holds {@code longest} positions. */
+    void advanceTo(int longest) {
+        if (!inPlace) throw new IllegalStateException("the batch's KV is not written in place");
+        if (longest > span) throw new IllegalStateException("a row holds " + longest + " positions in buffers of " + span);
+        length = Math.max(length, longest);
+    }
+
+    /**
+     * In place: row {@code r}'s part of the batch's buffers as tensors of one row, [1, kv_heads, span, head_dim] per layer,
+     * for a pass of that row alone that writes into them (no copy: each row is one contiguous part of its buffer).
+     * The batch's own tensors when it has one row. Closing the view closes its tensors, not the buffers.
+     */
+    RowView row(int r, int rows) throws OrtException {
+        if (!inPlace) throw new IllegalStateException("the batch's KV is not written in place");
+        if (rows == 1) return new RowView(keys, values, false);
+        OnnxTensor[] k = new OnnxTensor[spec.layers()], v = new OnnxTensor[spec.layers()];
+        RowView view = new RowView(k, v, true);
+        try {
+            int bytes = Math.toIntExact((long) spec.kvHeads() * span * spec.headDim() * spec.kvElementBytes());
+            for (int l = 0; l < spec.layers(); l++) {
+                k[l] = KvBlock.tensor(env, spec, keyData[l].slice(r * bytes, bytes).order(keyData[l].order()), 1, span);
+                v[l] = KvBlock.tensor(env, spec, valueData[l].slice(r * bytes, bytes).order(valueData[l].order()), 1, span);
+            }
+        } catch (OrtException | RuntimeException e) {
+            view.close();
+            throw e;
+        }
+        return view;
+    }
+
+    /** One row's KV as tensors of a batch of one (see {@link #row}). */
+    record RowView(OnnxTensor[] keys, OnnxTensor[] values, boolean own) implements AutoCloseable {
+        @Override
+        public void close() {
+            if (!own) return;
+            for (OnnxTensor t : keys) if (t != null) t.close();
+            for (OnnxTensor t : values) if (t != null) t.close();
+        }
+    }
+
     PrefixCache prefix() {
         return prefix;
     }

@@ -4,6 +4,8 @@ import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.sampling.StopStringMatcher;
 import dev.ortserve.engine.sampling.TokenSampler;
+import dev.ortserve.engine.speculative.Drafter;
+import dev.ortserve.engine.speculative.SpeculativeOptions;
 
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.operators.multi.processors.UnicastProcessor;
@@ -39,7 +41,10 @@ final class Sequence {
     /** The token the next decode step feeds. */
     int lastToken;
     int generated;
-    private int[] generatedTokens = new int[16];
+    /** The prompt and the generated tokens, {@code prompt.length + generated} of them. */
+    private int[] history;
+    /** Where draft tokens come from (speculative decoding), or null: none. */
+    final Drafter drafter;
     private boolean finished;
     private boolean left;
     private boolean retired;
@@ -59,12 +64,19 @@ final class Sequence {
      */
     Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave,
              java.util.function.Consumer<Sequence> onRetire) {
+        this(request, model, SpeculativeOptions.OFF, onLeave, onRetire);
+    }
+
+    /** @param speculative how this sequence drafts tokens (with its request's predicted output, if any) */
+    Sequence(GenerationRequest request, LoadedModel model, SpeculativeOptions speculative, java.util.function.Consumer<Sequence> onLeave,
+             java.util.function.Consumer<Sequence> onRetire) {
         DecoderSpec spec = model.spec();
         this.request = request;
         this.model = model;
         this.onLeave = onLeave;
         this.onRetire = onRetire;
         this.prompt = request.promptTokenIds();
+        this.history = Arrays.copyOf(prompt, prompt.length + 16);
         this.params = request.sampling();
         this.sampler = new TokenSampler(params, spec.eosIds(), spec.vocabSize(), prompt);
         this.detokenizer = new IncrementalDetokenizer(model.tokenizer(), prompt, params.skipSpecialTokens());
@@ -72,6 +84,7 @@ final class Sequence {
         this.constraint = params.constraint() == null ? null : params.constraint().start();
         this.maxTokens = Math.max(0, Math.min(params.maxTokens(), spec.maxModelLen() - prompt.length));
         this.events = processor.onCancellation().invoke(() -> cancelled = true);
+        this.drafter = Drafter.of(speculative, request.prediction());
     }
 
     boolean cancelled() {
@@ -84,11 +97,38 @@ final class Sequence {
 
     /** The first {@code count} tokens of the sequence. */
     int[] tokens(int count) {
-        int[] all = Arrays.copyOf(prompt, count);
-        for (int i = prompt.length; i < count; i++) all[i] = generatedTokens[i - prompt.length];
-        return all;
+        return Arrays.copyOf(history, count);
     }
 
+    /**
+     * Draft tokens to verify after {@link #lastToken}, at most {@code limit} (and no more than this sequence may still
+     * generate less one: the verification adds one token of its own); empty for none.
+     */
+    int[] draft(int limit) {
+        if (drafter == null || done()) return new int[0];
+        int k = Math.min(limit, maxTokens - generated - 1);
+        return k <= 0 ? new int[0] : drafter.propose(history, prompt.length, prompt.length + generated, k);
+    }
+
+    /**
+     * A verification pass fed {@link #lastToken} and {@code draft}: the logits of its {@code draft.length + 1} columns
+     * give one token each, sampled as a decode step would ({@link #onLogits}: the same processors, grammar and random
+     * draws, so the output is the one decoding without a draft gives), while each sampled token is the drafted one.
+     * Returns the tokens emitted: the positions of the pass that stay valid in the KV.
+     */
+    int verify(DecoderRunner.Forward out, int row, int[] draft, float[] logits) {
+        int emitted = 0, taken = 0;
+        for (int i = 0; i <= draft.length && !done(); i++) {
+            out.logits(row, i, logits);
+            onLogits(logits);
+            emitted++;
+            if (i == draft.length || lastToken != draft[i]) break;
+            taken++;
+        }
+        // a draft token stopped short by the sequence's end (EOS, a stop, max_tokens) was never checked against the model
+        if (draft.length > 0) drafter.verified(Math.min(draft.length, emitted), taken);
+        return emitted;
+    }
     /** The model's logits for this sequence's next token. */
     void onLogits(float[] logits) {
         if (done()) return;
@@ -96,8 +136,8 @@ final class Sequence {
         if (constraint != null) constraint.mask(logits);
         TokenSampler.Choice choice = sampler.next(logits, model.tokenizer());
         int token = choice.tokenId();
-        if (generated == generatedTokens.length) generatedTokens = Arrays.copyOf(generatedTokens, generated * 2);
-        generatedTokens[generated++] = token;
+        if (prompt.length + generated == history.length) history = Arrays.copyOf(history, history.length * 2);
+        history[prompt.length + generated++] = token;
         lastToken = token;
         // under a grammar, end-of-sequence always ends the output: it is only allowed once the value is complete
         boolean eos = spec.eosIds().contains(token) && (!params.ignoreEos() || constraint != null);
@@ -127,7 +167,8 @@ final class Sequence {
     }
 
     private void emit(int token, String text, TokenLogprob logprob, FinishReason finish, Object stopReason) {
-        processor.onNext(new TokenEvent(token, text, logprob, finish, stopReason, prompt.length, generated, cachedTokens));
+        processor.onNext(new TokenEvent(token, text, logprob, finish, stopReason, prompt.length, generated, cachedTokens,
+                drafter == null ? TokenEvent.Drafts.NONE : new TokenEvent.Drafts(drafter.predicted(), drafter.drafted(), drafter.accepted())));
         if (finish != null) {
             finished = true;
             leave();

@@ -172,6 +172,13 @@ class ArchitectureTest {
         selfContained("dev.ortserve.engine.memory");
     }
 
+    @Test
+    void theDraftingImportsNothingOfOrtserve() {
+        // drafting reads token ids and counts what was accepted: the engine's loop verifies, the drafter only proposes,
+        // so the engine (and the config that sets it up) use it and it knows neither
+        selfContained("dev.ortserve.engine.speculative");
+    }
+
     /** A library lifted out of the app: its classes depend on nothing of dev.ortserve outside their own package tree. */
     private static void selfContained(String library) {
         noClasses().that().resideInAPackage(library + "..")

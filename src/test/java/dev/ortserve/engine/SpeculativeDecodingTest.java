@@ -1,0 +1,183 @@
+package dev.ortserve.engine;
+
+import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.rewrite.WeightPrecision;
+import dev.ortserve.engine.speculative.SpeculativeOptions;
+import dev.ortserve.modelgen.ModelGenerator;
+import dev.ortserve.modelgen.ModelSize;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Speculative decoding on the generator's GroupQueryAttention model, served as the server serves it (rewritten on load:
+ * the head gathers the columns a pass asks for; KV in place): every output, token by token with its text, logprobs and
+ * finish, is the one decoding without drafts gives, for prompt lookup and for predicted outputs that match, partly match
+ * or do not, greedy and seeded sampling (the sampled token at each position is drawn as a decode step draws it, the draft
+ * accepted when they agree: the same random draws, so the same tokens), with stop strings and a grammar, alone and
+ * batched (each row verified in a pass of its own over its part of the batch's buffers).
+ */
+class SpeculativeDecodingTest {
+
+    @TempDir
+    static Path dir;
+    static LoadedModel model;
+    static EngineOptions plain;
+    static List<int[]> prompts;
+
+    @BeforeAll
+    static void load() throws Exception {
+        EngineOptions options = EngineOptions.defaults().withRewrite(RewriteOptions.defaults(WeightPrecision.MODEL), dir.resolve("rewrites"))
+                .withKvInPlace(true).withLimits(4, 64, 32);
+        model = ModelLoader.load(ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, dir), options);
+        assertTrue(model.lastPositionLogits(), "rewrites: " + model.rewrites());
+        plain = options.withSpeculative(SpeculativeOptions.OFF);
+        prompts = KvInPlaceTest.prompts(new SplittableRandom(17), 4, false);
+    }
+
+    @AfterAll
+    static void close() {
+        model.close();
+    }
+
+    private static final SpeculativeOptions LOOKUP = SpeculativeOptions.DEFAULT;
+    /** Every row verified in a pass of its own while up to four run. */
+    private static final SpeculativeOptions LOOKUP_BATCHED = new SpeculativeOptions(8, true, 1, 4, 4);
+
+    static SamplingParams greedy(int max) {
+        return KvInPlaceTest.greedyNoEos(max);
+    }
+
+    static SamplingParams sampled(long seed, int max) {
+        return new SamplingParams(0.8, 0.95, 40, 0, 1.1, 0.2, 0, Map.of(), seed, max, 0, true, List.of(), List.of(), false, true, 3);
+    }
+
+    /**
+     * What a client sees of a sequence: each token, its text and finish, its logprob's alternatives and the logprobs to 4
+     * decimals (a pass of several columns computes them in another order of float operations than a pass of one: they
+     * agree to about 1e-6, as a batched step's do with a lone one's).
+     */
+    static List<String> seen(EngineTestSupport.Result r) {
+        List<String> out = new ArrayList<>();
+        for (TokenEvent e : r.events()) {
+            StringBuilder lp = new StringBuilder();
+            if (e.logprob() != null) {
+                lp.append(String.format("%.4f", e.logprob().logprob()));
+                for (TokenLogprob.Top t : e.logprob().top()) lp.append(' ').append(t.tokenId()).append(String.format(":%.4f", t.logprob()));
+            }
+            out.add(e.tokenId() + "|" + e.textDelta() + "|" + lp + "|" + e.finishReason() + "|" + e.stopReason());
+        }
+        return out;
+    }
+
+    record Run(List<List<String>> seen, List<EngineTestSupport.Result> results, long drafted, long accepted, int passes) {
+    }
+
+    /** Each request alone, then all at once. */
+    static Run run(SpeculativeOptions speculative, List<GenerationRequest> requests) {
+        AtomicInteger passes = new AtomicInteger();
+        DecoderRunner.Decorator counting = runner -> pass -> {
+            passes.incrementAndGet();
+            return runner.run(pass);
+        };
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, plain.withSpeculative(speculative), counting)) {
+            List<EngineTestSupport.Result> results = new ArrayList<>();
+            for (GenerationRequest r : requests) results.add(EngineTestSupport.collect(engine.generate(copy(r))));
+            results.addAll(EngineTestSupport.concurrently(engine, requests.stream().map(SpeculativeDecodingTest::copy).toList()));
+            List<List<String>> seen = results.stream().map(SpeculativeDecodingTest::seen).toList();
+            return new Run(seen, results, engine.draftTokens(), engine.acceptedDraftTokens(), passes.get());
+        }
+    }
+
+    private static GenerationRequest copy(GenerationRequest r) {
+        return new GenerationRequest(r.requestId() + "-" + System.nanoTime(), r.promptTokenIds(), r.sampling(), r.prediction());
+    }
+
+    static List<GenerationRequest> requests(java.util.function.IntFunction<SamplingParams> sampling) {
+        List<GenerationRequest> out = new ArrayList<>();
+        for (int i = 0; i < prompts.size(); i++) out.add(EngineTestSupport.request(prompts.get(i), sampling.apply(i)));
+        return out;
+    }
+
+    @Test
+    void promptLookupGivesTheSameGreedyOutputAloneAndBatched() {
+        List<GenerationRequest> requests = requests(i -> greedy(48));
+        Run expected = run(SpeculativeOptions.OFF, requests);
+        for (SpeculativeOptions o : List.of(LOOKUP, LOOKUP_BATCHED)) {
+            Run actual = run(o, requests);
+            assertEquals(expected.seen(), actual.seen(), o.toString());
+            // the random weights' greedy text loops: prompt lookup drafts it, and the model accepts
+            assertTrue(actual.accepted() > 0 && actual.drafted() >= actual.accepted(), "drafted " + actual.drafted() + ", accepted " + actual.accepted());
+            assertTrue(actual.passes() < expected.passes(), "fewer passes: " + actual.passes() + " vs " + expected.passes());
+        }
+    }
+
+    @Test
+    void seededSamplingDrawsTheSameTokensWithDrafts() {
+        List<GenerationRequest> requests = requests(i -> sampled(100 + i, 40));
+        Run expected = run(SpeculativeOptions.OFF, requests);
+        for (SpeculativeOptions o : List.of(LOOKUP, LOOKUP_BATCHED)) assertEquals(expected.seen(), run(o, requests).seen(), o.toString());
+    }
+
+    @Test
+    void aPredictionEqualToTheOutputIsAcceptedWholeAndAWrongOneChangesNothing() {
+        List<GenerationRequest> requests = requests(i -> greedy(40));
+        Run expected = run(SpeculativeOptions.OFF, requests);
+        SpeculativeOptions predictionsOnly = new SpeculativeOptions(8, false, 2, 4, 4);
+        // the prediction is each prompt's own greedy output
+        List<GenerationRequest> right = new ArrayList<>(), wrong = new ArrayList<>(), partly = new ArrayList<>();
+        SplittableRandom random = new SplittableRandom(5);
+        for (int i = 0; i < requests.size(); i++) {
+            int[] output = expected.results().get(i).tokens().stream().mapToInt(Integer::intValue).toArray();
+            int[] noise = KvInPlaceTest.prompt(random, output.length);
+            int[] half = output.clone();
+            for (int j = 10; j < 14; j++) half[j] = noise[j]; // four tokens changed in the middle: the output leaves and rejoins it
+            right.add(new GenerationRequest("p" + i, prompts.get(i), greedy(40), output));
+            wrong.add(new GenerationRequest("w" + i, prompts.get(i), greedy(40), noise));
+            partly.add(new GenerationRequest("h" + i, prompts.get(i), greedy(40), half));
+        }
+        Run r = run(predictionsOnly, right);
+        assertEquals(expected.seen(), r.seen());
+        for (EngineTestSupport.Result result : r.results()) {
+            TokenEvent.Drafts d = result.events().get(result.events().size() - 1).drafts();
+            assertTrue(d.predicted());
+            // every draft is accepted; the tokens that are not drafts: the prefill's and each pass's own last one
+            assertEquals(0, d.rejected());
+            assertTrue(d.accepted() >= 30, d.toString());
+        }
+        assertTrue(r.passes() * 3 < expected.passes(), r.passes() + " passes vs " + expected.passes());
+
+        Run w = run(predictionsOnly, wrong);
+        assertEquals(expected.seen(), w.seen());
+        Run h = run(predictionsOnly, partly);
+        assertEquals(expected.seen(), h.seen());
+        for (EngineTestSupport.Result result : h.results()) {
+            TokenEvent.Drafts d = result.events().get(result.events().size() - 1).drafts();
+            assertTrue(d.accepted() >= 20 && d.rejected() > 0, "the output follows the prediction again after the changed part: " + d);
+        }
+    }
+
+    @Test
+    void stopStringsLogprobsAndEosHoldWithDrafts() {
+        // the greedy text of prompt 0, cut by a stop string taken from its middle
+        EngineTestSupport.Result free = run(SpeculativeOptions.OFF, requests(i -> greedy(48))).results().get(0);
+        String stop = free.text().substring(free.text().length() / 2, free.text().length() / 2 + 3);
+        List<GenerationRequest> requests = requests(i -> greedy(48).withStop(List.of(stop), false).withTopLogprobs(2));
+        Run expected = run(SpeculativeOptions.OFF, requests), actual = run(LOOKUP_BATCHED, requests);
+        assertEquals(expected.seen(), actual.seen());
+        assertEquals(FinishReason.STOP, actual.results().get(0).finish());
+        assertNotEquals(0, actual.accepted());
+    }
+}
