@@ -203,6 +203,37 @@ public interface OrtserveConfig {
     /** Engine limits. */
     Engine engine();
 
+    /** Speculative decoding (settings named as vLLM's). */
+    Speculative speculative();
+
+    interface Speculative {
+        /**
+         * The most draft tokens one verification pass checks (the draft length adapts below it to what the sequence
+         * accepts); 0 turns speculative decoding off, predicted outputs included.
+         */
+        @WithDefault("8")
+        int numSpeculativeTokens();
+
+        /** Prompt lookup (n-gram) drafting for requests without a predicted output. */
+        @WithDefault("true")
+        boolean promptLookup();
+
+        /** The shortest tail of the sequence looked up. */
+        @WithDefault("2")
+        int promptLookupMin();
+
+        /** The longest tail of the sequence looked up. */
+        @WithDefault("4")
+        int promptLookupMax();
+
+        /**
+         * Speculate only while the batch has at most this many running sequences: each is verified in a pass of its
+         * own (onnxruntime's CPU GroupQueryAttention), which costs more than a batched decode step once more run.
+         */
+        @WithDefault("1")
+        int maxBatch();
+    }
+
     interface Engine {
         /** Sequences decoded together in one batch. */
         @WithDefault("16")

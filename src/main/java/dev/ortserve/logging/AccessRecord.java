@@ -26,6 +26,8 @@ public final class AccessRecord {
     private volatile String errorCode;
     private final AtomicInteger promptTokens = new AtomicInteger(-1);
     private final AtomicInteger completionTokens = new AtomicInteger(-1);
+    private final java.util.concurrent.atomic.AtomicLong draftTokens = new java.util.concurrent.atomic.AtomicLong();
+    private final java.util.concurrent.atomic.AtomicLong acceptedDraftTokens = new java.util.concurrent.atomic.AtomicLong();
     private final AtomicBoolean written = new AtomicBoolean();
 
     public AccessRecord(String method, String path, String requestId) {
@@ -90,6 +92,20 @@ public final class AccessRecord {
 
     public void addCompletionTokens(int n) {
         completionTokens.updateAndGet(v -> Math.max(v, 0) + n);
+    }
+
+    /** Speculative decoding: draft tokens verified for the request, and those accepted (0 when it drafted none). */
+    public void addDraftTokens(long drafted, long accepted) {
+        draftTokens.addAndGet(drafted);
+        acceptedDraftTokens.addAndGet(accepted);
+    }
+
+    public long draftTokens() {
+        return draftTokens.get();
+    }
+
+    public long acceptedDraftTokens() {
+        return acceptedDraftTokens.get();
     }
 
     /** The error code the request was refused (or its stream stopped) with; the first one wins. */

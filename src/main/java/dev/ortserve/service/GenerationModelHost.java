@@ -82,6 +82,7 @@ public class GenerationModelHost {
             batching.listener(metrics.engineListener(modelId));
             metrics.prefixCache(modelId, batching::prefixCache);
             metrics.kvBudget(modelId, batching::kvHeldBytes, batching.kvBudgetBytes(), batching::queueTimeouts);
+            metrics.speculativeDecoding(modelId, batching::draftTokens, batching::acceptedDraftTokens);
         });
         metrics.memoryBudget(assembled.memory());
         GenerationEngine engine = assembled.engine();
@@ -136,6 +137,11 @@ public class GenerationModelHost {
     /** How many tokens the served model's tokenizer makes of a text (no special tokens added). */
     public int countTokens(String text) {
         return model().tokenizer().encode(text).length;
+    }
+
+    /** The model's token ids of {@code text}, without special tokens (a predicted output's). */
+    public int[] encode(String text) {
+        return model().tokenizer().encode(text, false);
     }
 
     public String modelId() {

@@ -11,6 +11,7 @@ import dev.ortserve.engine.memory.MemoryBudget;
 import dev.ortserve.engine.memory.ProcessMemory;
 import dev.ortserve.engine.rewrite.KvCacheDtype;
 import dev.ortserve.engine.rewrite.RewriteOptions;
+import dev.ortserve.engine.speculative.SpeculativeOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.parse.ParserSelection;
 import dev.ortserve.parse.Parsers;
@@ -118,7 +119,17 @@ final class ServedModelAssembler {
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
-                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L), config.engine().queueTimeout());
+                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L), config.engine().queueTimeout(), speculative());
+    }
+
+    /** ORTSERVE_SPECULATIVE_* as the engine takes them. */
+    private SpeculativeOptions speculative() {
+        OrtserveConfig.Speculative s = config.speculative();
+        try {
+            return new SpeculativeOptions(s.numSpeculativeTokens(), s.promptLookup(), s.promptLookupMin(), s.promptLookupMax(), s.maxBatch());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("ORTSERVE_SPECULATIVE_*: " + e.getMessage(), e);
+        }
     }
 
     /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */

@@ -111,6 +111,21 @@ public class ServingMetrics {
         readings.add(timeouts);
     }
 
+    /**
+     * Speculative decoding (vLLM's {@code spec_decode_num_draft_tokens} and {@code spec_decode_num_accepted_tokens}): draft
+     * tokens verified (predicted outputs and prompt lookup) and those accepted; their ratio is the acceptance rate.
+     */
+    public void speculativeDecoding(String model, java.util.function.LongSupplier drafted, java.util.function.LongSupplier accepted) {
+        FunctionCounter.builder("ortserve_spec_decode_num_draft_tokens", drafted, d -> d.getAsLong())
+                .description("Draft tokens verified by speculative decoding (predicted outputs and prompt lookup)").tag("model", model)
+                .register(registry);
+        FunctionCounter.builder("ortserve_spec_decode_num_accepted_tokens", accepted, a -> a.getAsLong())
+                .description("Draft tokens the model accepted (each one a token generated without a pass of its own)").tag("model", model)
+                .register(registry);
+        readings.add(drafted);
+        readings.add(accepted);
+    }
+
     /** The process's memory budget as split at start, one gauge per part. */
     public void memoryBudget(dev.ortserve.engine.memory.MemoryBudget budget) {
         java.util.Map<String, Long> parts = new java.util.LinkedHashMap<>();

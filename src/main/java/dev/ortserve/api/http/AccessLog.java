@@ -42,6 +42,7 @@ public class AccessLog {
         if (r.model() != null) b.append(" model=").append(r.model());
         if (r.promptTokens() >= 0) b.append(" prompt_tokens=").append(r.promptTokens());
         if (r.completionTokens() >= 0) b.append(" completion_tokens=").append(r.completionTokens());
+        if (r.draftTokens() > 0) b.append(" draft_tokens=").append(r.draftTokens()).append(" accepted_draft_tokens=").append(r.acceptedDraftTokens());
         if (r.errorCode() != null) b.append(" error=").append(r.errorCode());
         return b.toString();
     }
@@ -52,6 +53,7 @@ public class AccessLog {
         if (r.model() != null) o.put("model", r.model());
         if (r.promptTokens() >= 0) o.put("prompt_tokens", r.promptTokens());
         if (r.completionTokens() >= 0) o.put("completion_tokens", r.completionTokens());
+        if (r.draftTokens() > 0) o.put("draft_tokens", r.draftTokens()).put("accepted_draft_tokens", r.acceptedDraftTokens());
         if (r.errorCode() != null) o.put("error", r.errorCode());
         try {
             return mapper.writeValueAsString(o);

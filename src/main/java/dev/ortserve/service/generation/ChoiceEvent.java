@@ -35,4 +35,14 @@ public record ChoiceEvent(int index, TokenEvent event) {
     public int cachedTokens() {
         return event.cachedTokens();
     }
+
+    /** Predicted Outputs: the choice's prediction tokens accepted so far (0 without a prediction). */
+    public int acceptedPredictionTokens() {
+        return event.drafts().predicted() ? (int) event.drafts().accepted() : 0;
+    }
+
+    /** Predicted Outputs: the choice's prediction tokens verified and not accepted so far (0 without a prediction). */
+    public int rejectedPredictionTokens() {
+        return event.drafts().predicted() ? (int) event.drafts().rejected() : 0;
+    }
 }

@@ -6,9 +6,15 @@ import dev.ortserve.engine.TokenLogprob;
 import java.util.ArrayList;
 import java.util.List;
 
-/** One finished choice: its text (the concatenation of its stream deltas), tokens and logprobs. */
+/**
+ * One finished choice: its text (the concatenation of its stream deltas), tokens and logprobs.
+ *
+ * @param acceptedPredictionTokens Predicted Outputs: prediction tokens the model accepted (0 without a prediction)
+ * @param rejectedPredictionTokens Predicted Outputs: prediction tokens verified and not accepted
+ */
 public record ChoiceResult(String text, List<Integer> tokenIds, List<Logprob> logprobs, Finish finishReason,
-                           Object stopReason, int promptTokens, int generatedTokens, int cachedTokens) {
+                           Object stopReason, int promptTokens, int generatedTokens, int cachedTokens,
+                           int acceptedPredictionTokens, int rejectedPredictionTokens) {
 
     static List<Accumulator> accumulators(int n) {
         List<Accumulator> list = new ArrayList<>(n);
@@ -32,7 +38,9 @@ public record ChoiceResult(String text, List<Integer> tokenIds, List<Logprob> lo
         ChoiceResult result() {
             return new ChoiceResult(text.toString(), tokens, Logprob.of(logprobs), last == null ? Finish.ERROR : Finish.of(last.finishReason()),
                     last == null ? null : last.stopReason(), last == null ? 0 : last.promptTokens(), tokens.size(),
-                    last == null ? 0 : last.cachedTokens());
+                    last == null ? 0 : last.cachedTokens(),
+                    last == null || !last.drafts().predicted() ? 0 : (int) last.drafts().accepted(),
+                    last == null || !last.drafts().predicted() ? 0 : (int) last.drafts().rejected());
         }
     }
 }

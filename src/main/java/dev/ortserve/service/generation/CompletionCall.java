@@ -7,9 +7,20 @@ import java.util.List;
 /**
  * A validated completions request in domain terms: the tokenized prompts, how many choices per
  * prompt, and the sampling of every choice. Choice index = prompt index * n + sample index.
+ *
+ * @param prediction the predicted output's tokens (Predicted Outputs: drafted for speculative decoding), or null
  */
 public record CompletionCall(List<Prompt> prompts, int n, SamplingParams sampling, boolean echo,
-                             boolean maxTokensGiven) {
+                             boolean maxTokensGiven, int[] prediction) {
+
+    public CompletionCall(List<Prompt> prompts, int n, SamplingParams sampling, boolean echo, boolean maxTokensGiven) {
+        this(prompts, n, sampling, echo, maxTokensGiven, null);
+    }
+
+    /** This call with a predicted output (its tokens), or none. */
+    public CompletionCall withPrediction(int[] tokens) {
+        return new CompletionCall(prompts, n, sampling, echo, maxTokensGiven, tokens);
+    }
 
     public record Prompt(int[] tokenIds, String text) {
     }
@@ -38,6 +49,6 @@ public record CompletionCall(List<Prompt> prompts, int n, SamplingParams samplin
 
     /** best_of: {@code bestOf} candidates per prompt, their token logprobs always computed so that they can be ranked. */
     public CompletionCall candidates(int bestOf) {
-        return new CompletionCall(prompts, bestOf, logprobs() ? sampling : sampling.withTopLogprobs(0), echo, maxTokensGiven);
+        return new CompletionCall(prompts, bestOf, logprobs() ? sampling : sampling.withTopLogprobs(0), echo, maxTokensGiven, prediction);
     }
 }

@@ -44,7 +44,7 @@ public class CompletionService {
                     // n > 1 with a seed: each choice its own reproducible generator
                     sampling = sampling.withSeed(sampling.seed() + index);
                 }
-                requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling));
+                requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling, call.prediction()));
             }
         }
         List<Multi<TokenEvent>> streams;
@@ -65,7 +65,12 @@ public class CompletionService {
             int index = i;
             Multi<TokenEvent> observed = metrics.observe(host.modelId(), streams.get(i))
                     .onFailure(EngineQueueTimeoutException.class).transform(CompletionService::notStarted);
-            if (access != null) observed = observed.invoke(e -> access.addCompletionTokens(1));
+            if (access != null) {
+                observed = observed.invoke(e -> {
+                    access.addCompletionTokens(1);
+                    if (e.isLast()) access.addDraftTokens(e.drafts().drafted(), e.drafts().accepted());
+                });
+            }
             indexed.add(observed.map(e -> new ChoiceEvent(index, e)));
         }
         return indexed.size() == 1 ? indexed.get(0) : Multi.createBy().merging().streams(indexed);

@@ -22,6 +22,7 @@ import dev.ortserve.api.model.ResponseFormatJsonSchema;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.api.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.openai.WireAnswer;
 import dev.ortserve.service.GenerationModelHost;
@@ -128,7 +129,7 @@ public class ChatCompletionsProtocol {
                 .maxTokens(maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens").minTokens(req.getMinTokens())
                 .ignoreEos(req.getIgnoreEos()).stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
                 .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens()).topLogprobs(topLogprobs);
-        CompletionCall call = turn.call(prompt, sampling, n, "messages");
+        CompletionCall call = turn.call(prompt, sampling, n, "messages").withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         if (Boolean.TRUE.equals(req.getStream())) {
@@ -144,9 +145,6 @@ public class ChatCompletionsProtocol {
         }
         if (req.getAudio() != null) {
             throw new UnsupportedParameterException("audio", "Audio output is not supported by a text model.");
-        }
-        if (req.getPrediction() != null) {
-            throw new UnsupportedParameterException("prediction", "Predicted outputs are not supported.");
         }
     }
 
@@ -164,8 +162,10 @@ public class ChatCompletionsProtocol {
     private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, OutputParsers parsing) {
         List<ChatCompletionChoice> choices = new ArrayList<>();
         int completionTokens = 0;
+        Usages.Predictions predictions = Usages.Predictions.of(call);
         for (int i = 0; i < results.size(); i++) {
             ChoiceResult r = results.get(i);
+            if (predictions != null) predictions.see(i, r);
             ChatOutput out = parsing.parse(r.text());
             ChatCompletionResponseMessage message = new ChatCompletionResponseMessage().role(ChatCompletionResponseMessage.RoleEnum.ASSISTANT)
                     .content(out.content() == null && !out.calls().isEmpty() ? null : (out.content() == null ? "" : out.content()))
@@ -180,7 +180,7 @@ public class ChatCompletionsProtocol {
         int cachedTokens = results.isEmpty() ? 0 : results.get(0).cachedTokens(); // one prompt: its first choice's
         return new CreateChatCompletionResponse().id(id)._object(CreateChatCompletionResponse.ObjectEnum.CHAT_COMPLETION)
                 .created(created).model(host.modelId()).choices(choices)
-                .usage(Usages.usage(Usages.promptTokens(call), cachedTokens, completionTokens));
+                .usage(Usages.usage(Usages.promptTokens(call), cachedTokens, completionTokens, predictions));
     }
 
     private Multi<Object> chunks(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage,
@@ -188,6 +188,7 @@ public class ChatCompletionsProtocol {
         AtomicInteger completionTokens = new AtomicInteger();
         int promptTokens = Usages.promptTokens(call);
         Usages.CachedTokens cached = new Usages.CachedTokens(call);
+        Usages.Predictions predictions = Usages.Predictions.of(call);
         List<Object> roles = new ArrayList<>();
         ChatDeltaStream[] streams = new ChatDeltaStream[call.choices()];
         List<List<Logprob>> pendingLogprobs = new ArrayList<>();
@@ -200,6 +201,7 @@ public class ChatCompletionsProtocol {
         Multi<Object> body = events.onItem().transformToIterable(e -> {
             completionTokens.incrementAndGet();
             cached.see(e);
+            if (predictions != null) predictions.see(e);
             List<Object> out = new ArrayList<>();
             int index = e.index();
             if (!parsing.active()) {
@@ -231,7 +233,8 @@ public class ChatCompletionsProtocol {
             return out;
         });
         Multi<Object> tail = Multi.createFrom().deferred(() -> includeUsage
-                ? Multi.createFrom().item(chunk(id, created).choices(List.of()).usage(Usages.usage(promptTokens, cached.total(), completionTokens.get())))
+                ? Multi.createFrom().item(chunk(id, created).choices(List.of())
+                        .usage(Usages.usage(promptTokens, cached.total(), completionTokens.get(), predictions)))
                 : Multi.createFrom().empty());
         return Multi.createBy().concatenating().streams(Multi.createFrom().iterable(roles), body, tail);
     }

@@ -7,6 +7,7 @@ import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.model.CreateCompletionResponse;
 import dev.ortserve.api.union.StopReason;
 import dev.ortserve.config.OrtserveConfig;
+import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.openai.WireAnswer;
 import dev.ortserve.service.GenerationModelHost;
@@ -49,7 +50,8 @@ public class CompletionsProtocol {
 
     public Uni<WireAnswer> create(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
-        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN());
+        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN())
+                .withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
         String id = "cmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         String model = host.modelId();
@@ -95,8 +97,10 @@ public class CompletionsProtocol {
         List<CompletionChoice> choices = new ArrayList<>(results.size());
         int completionTokens = 0;
         int cachedTokens = 0;
+        Usages.Predictions predictions = Usages.Predictions.of(call);
         for (int i = 0; i < results.size(); i++) {
             ChoiceResult r = results.get(i);
+            if (predictions != null) predictions.see(i, r);
             CompletionCall.Prompt prompt = call.prompts().get(i / call.n());
             String text = call.echo() ? prompt.text() + r.text() : r.text();
             CompletionChoice choice = new CompletionChoice().index(i).text(text)
@@ -110,7 +114,7 @@ public class CompletionsProtocol {
         }
         return new CreateCompletionResponse().id(id)._object(CreateCompletionResponse.ObjectEnum.TEXT_COMPLETION).created(created)
                 .model(model).choices(choices)
-                .usage(Usages.usage(Usages.promptTokens(call), cachedTokens, generatedTokens >= 0 ? generatedTokens : completionTokens));
+                .usage(Usages.usage(Usages.promptTokens(call), cachedTokens, generatedTokens >= 0 ? generatedTokens : completionTokens, predictions));
     }
 
     static CompletionChoice.FinishReasonEnum finish(Finish reason) {
@@ -164,9 +168,11 @@ public class CompletionsProtocol {
         Multi<Object> chunks(Multi<ChoiceEvent> events) {
             int promptTokens = Usages.promptTokens(call);
             Usages.CachedTokens cached = new Usages.CachedTokens(call);
+            Usages.Predictions predictions = Usages.Predictions.of(call);
             Multi<Object> body = events.map(e -> {
                 completionTokens.incrementAndGet();
                 cached.see(e);
+                if (predictions != null) predictions.see(e);
                 int index = e.index();
                 String text = e.textDelta();
                 if (!started[index]) {
@@ -184,11 +190,11 @@ public class CompletionsProtocol {
                     offsets[index] += e.logprob().token().length();
                 }
                 CompletionChunk chunk = chunk().choices(List.of(choice));
-                if (continuousUsage) chunk.usage(Usages.usage(promptTokens, cached.total(), completionTokens.get()));
+                if (continuousUsage) chunk.usage(Usages.usage(promptTokens, cached.total(), completionTokens.get(), predictions));
                 return (Object) chunk;
             }).filter(c -> c != Boolean.FALSE);
             Multi<Object> tail = Multi.createFrom().deferred(() -> includeUsage
-                    ? Multi.createFrom().item(chunk().choices(List.of()).usage(Usages.usage(promptTokens, cached.total(), completionTokens.get())))
+                    ? Multi.createFrom().item(chunk().choices(List.of()).usage(Usages.usage(promptTokens, cached.total(), completionTokens.get(), predictions)))
                     : Multi.createFrom().empty());
             return Multi.createBy().concatenating().streams(body, tail);
         }
