@@ -111,6 +111,22 @@ class PredictedOutputsTest extends ApiTest {
     }
 
     @Test
+    void aJsonSchemaHoldsWithAPrediction() throws Exception {
+        // sampled under a grammar (seeded): with the output as prediction, the same tokens are drawn, every one allowed by the schema
+        String body = "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Weather as JSON, predicted\"}],\"max_tokens\":200,"
+                + "\"seed\":5,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"w\",\"strict\":true,\"schema\":"
+                + StructuredOutputsTest.SCHEMA + "}}";
+        JsonPath plain = json().body(body + "}").post("/v1/chat/completions").then().statusCode(200).extract().jsonPath();
+        String content = plain.getString("choices[0].message.content");
+        JsonPath predicted = json().body(body + ",\"prediction\":{\"type\":\"content\",\"content\":" + quote(content) + "}}")
+                .post("/v1/chat/completions").then().statusCode(200).extract().jsonPath();
+        assertEquals(content, predicted.getString("choices[0].message.content"));
+        assertEquals(plain.getString("choices[0].finish_reason"), predicted.getString("choices[0].finish_reason"));
+        assertTrue(predicted.getInt("usage.completion_tokens_details.accepted_prediction_tokens") > 0, predicted.prettify());
+        if ("stop".equals(plain.getString("choices[0].finish_reason"))) StructuredOutputsTest.assertValid(StructuredOutputsTest.SCHEMA, content);
+    }
+
+    @Test
     void metricsCountDraftedAndAcceptedTokens() {
         aMatchingPredictionIsAcceptedAndChangesNothing();
         String metrics = io.restassured.RestAssured.get("/q/metrics").then().statusCode(200).extract().asString();
