@@ -232,6 +232,17 @@ public interface OrtserveConfig {
          */
         @WithDefault("1")
         int maxBatch();
+
+        /**
+         * A draft model for requests without a predicted output (instead of prompt lookup): a directory or Hub id of a
+         * model with the served model's tokenizer, or {@code self} (the served model's own files, at
+         * {@code draft-weight-precision}). Its tokenizer is checked at start.
+         */
+        Optional<String> draftModelPath();
+
+        /** The precision the draft model is served at ({@code model}, {@code int8}, {@code int4}): int4 by default. */
+        @WithDefault("int4")
+        String draftWeightPrecision();
     }
 
     interface Engine {

@@ -51,6 +51,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private final AtomicLong acceptedTokens = new AtomicLong();
     /** Speculative decoding, or OFF where the graph cannot verify drafts (the KV not written in place). */
     private final SpeculativeOptions speculative;
+    /** The draft model, or null. */
+    private final DraftModel draft;
     private volatile EngineListener listener = EngineListener.NONE;
 
     // engine-thread state
@@ -63,6 +65,14 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /** @param decorator wraps the runner of every forward pass (tests: fault injection) */
     public ContinuousBatchingEngine(LoadedModel model, EngineOptions options, DecoderRunner.Decorator decorator) {
+        this(model, options, decorator, null);
+    }
+
+    /**
+     * @param draft a draft model for speculative decoding (its tokenizer the model's: {@link #checkDraft}), owned by the engine
+     *              from here (closed with it); null for none
+     */
+    public ContinuousBatchingEngine(LoadedModel model, EngineOptions options, DecoderRunner.Decorator decorator, LoadedModel draft) {
         this.model = model;
         this.spec = model.spec();
         this.options = options;
@@ -88,11 +98,13 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         // a verification pass writes a row's drafted positions into its own part of the batch's buffers and takes back the
         // rejected ones by its length alone: that needs the KV written in place (right-padded rows)
         this.speculative = kv.inPlace() ? options.speculative() : SpeculativeOptions.OFF;
+        this.draft = draft == null ? null : new DraftModel(draft);
         if (options.speculative().enabled()) {
             SpeculativeOptions o = options.speculative();
             LOG.infof("Speculative decoding: %s", kv.inPlace()
-                    ? String.format("up to %d draft tokens per pass from predicted outputs%s, while the batch has at most %d row(s)",
-                            o.numSpeculativeTokens(), o.promptLookup() ? String.format(" and prompt lookup (%d-%d tokens)", o.promptLookupMin(),
+                    ? String.format("up to %d draft tokens per pass from predicted outputs%s%s, while the batch has at most %d row(s)",
+                            o.numSpeculativeTokens(), draft == null ? "" : ", the draft model " + draft.directory() + " (" + String.join(", ", draft.rewrites()) + ")",
+                            o.promptLookup() ? String.format(" %s prompt lookup (%d-%d tokens)", draft == null ? "and" : "or", o.promptLookupMin(),
                                     o.promptLookupMax()) : "", o.maxBatch())
                     : "off for this graph (its KV is not written in place: no GroupQueryAttention, or kv-in-place off)");
         }
@@ -179,7 +191,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
         List<Sequence> admitted = new ArrayList<>(requests.size());
         for (GenerationRequest r : requests) {
-            admitted.add(new Sequence(r, model, speculative, s -> running.decrementAndGet(), scheduler::retired));
+            admitted.add(new Sequence(r, model, speculative, draft == null ? () -> null : draft::session, s -> running.decrementAndGet(),
+                    scheduler::retired));
         }
         scheduler.admit(admitted);
         return admitted.stream().map(s -> s.events).toList();
@@ -194,6 +207,29 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
+        if (draft != null) draft.close();
+    }
+
+    /**
+     * Whether {@code draft} can draft for {@code model}: the same tokenizer (the same vocabulary size and the same ids for a
+     * probe text), KV written in place (GroupQueryAttention), no more logits; null when it can, else why not (naming both).
+     */
+    public static String checkDraft(LoadedModel model, LoadedModel draft) {
+        String probe = "Speculative decoding: def f(x):\n    return {\"a\": [1, 2.5e3]} # ünïcödé 漢字 🙂";
+        int a = model.tokenizer().vocabSize(), b = draft.tokenizer().vocabSize();
+        if (a != b) return "the draft model " + draft.directory() + " has a vocabulary of " + b + " tokens, the served model " + model.directory() + " " + a;
+        if (!java.util.Arrays.equals(model.tokenizer().encode(probe), draft.tokenizer().encode(probe))) {
+            return "the draft model " + draft.directory() + " tokenizes text differently from the served model " + model.directory();
+        }
+        if (draft.spec().alignment() != dev.ortserve.engine.kv.KvAlignment.START) {
+            return "the draft model " + draft.directory() + " does not run GroupQueryAttention (its attention was not rewritten on load):"
+                    + " a draft keeps its KV in place, as the served model " + model.directory() + " does";
+        }
+        if (draft.spec().vocabSize() > model.spec().vocabSize()) {
+            return "the draft model " + draft.directory() + " has " + draft.spec().vocabSize() + " logits, more than the served model's "
+                    + model.spec().vocabSize();
+        }
+        return null;
     }
 
     // ------------------------------------------------------------------ the loop
@@ -267,6 +303,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         int b = rows.size();
         if (b == 0) return;
         if (speculative.enabled() && b <= speculative.maxBatch() && speculativeStep()) return;
+        if (draft != null && b > speculative.maxBatch()) {
+            for (Sequence s : rows) if (s.drafter != null) s.drafter.close(); // not drafting now: the draft model's KV is let go
+        }
         long started = System.nanoTime();
         List<ForwardPass.Row> in = new ArrayList<>(b);
         for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));

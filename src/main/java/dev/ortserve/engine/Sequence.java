@@ -64,11 +64,15 @@ final class Sequence {
      */
     Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave,
              java.util.function.Consumer<Sequence> onRetire) {
-        this(request, model, SpeculativeOptions.OFF, onLeave, onRetire);
+        this(request, model, SpeculativeOptions.OFF, () -> null, onLeave, onRetire);
     }
 
-    /** @param speculative how this sequence drafts tokens (with its request's predicted output, if any) */
-    Sequence(GenerationRequest request, LoadedModel model, SpeculativeOptions speculative, java.util.function.Consumer<Sequence> onLeave,
+    /**
+     * @param speculative how this sequence drafts tokens (with its request's predicted output, if any)
+     * @param draftModel  a draft model's state for this sequence, or null when there is no draft model
+     */
+    Sequence(GenerationRequest request, LoadedModel model, SpeculativeOptions speculative,
+             java.util.function.Supplier<Drafter.Source> draftModel, java.util.function.Consumer<Sequence> onLeave,
              java.util.function.Consumer<Sequence> onRetire) {
         DecoderSpec spec = model.spec();
         this.request = request;
@@ -84,7 +88,7 @@ final class Sequence {
         this.constraint = params.constraint() == null ? null : params.constraint().start();
         this.maxTokens = Math.max(0, Math.min(params.maxTokens(), spec.maxModelLen() - prompt.length));
         this.events = processor.onCancellation().invoke(() -> cancelled = true);
-        this.drafter = Drafter.of(speculative, request.prediction());
+        this.drafter = Drafter.of(speculative, request.prediction(), draftModel);
     }
 
     boolean cancelled() {
@@ -214,6 +218,7 @@ final class Sequence {
     /** Lets go of everything this sequence holds of the KV: its pending KV and its prefix-cache blocks. */
     void releaseKv() {
         closePending();
+        if (drafter != null) drafter.close();
         if (hold != null) {
             hold.release();
             hold = null;

@@ -78,7 +78,10 @@ public class GenerationModelHost {
             source = dir.toString();
         }
         modelId = config.modelName().orElse(defaultName);
-        ServedModel assembled = assembler.assemble(modelId, source, dir, batching -> {
+        Path servedDir = dir;
+        Path draftDir = config.speculative().draftModelPath().map(p -> p.equals("self") ? servedDir
+                : modelSources.locate(p, java.util.Optional.empty(), java.util.Optional.empty()).directory()).orElse(null);
+        ServedModel assembled = assembler.assemble(modelId, source, dir, draftDir, batching -> {
             batching.listener(metrics.engineListener(modelId));
             metrics.prefixCache(modelId, batching::prefixCache);
             metrics.kvBudget(modelId, batching::kvHeldBytes, batching.kvBudgetBytes(), batching::queueTimeouts);

@@ -50,11 +50,17 @@ final class ServedModelAssembler {
         config.reasoningParser().filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::reasoning);
     }
 
-    /** @param instrument attaches the metrics to the new engine before it serves anything */
-    ServedModel assemble(String modelId, String source, Path dir, java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
+    /**
+     * @param draftDir   the draft model's directory (speculative decoding), or null for none
+     * @param instrument attaches the metrics to the new engine before it serves anything
+     */
+    ServedModel assemble(String modelId, String source, Path dir, Path draftDir, java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
         EngineOptions configured = engineOptions();
         LoadedModel model = ModelLoader.load(dir, configured, config.modelFile());
+        LoadedModel draft = null;
         try {
+            // loaded before the budget is split: its weights are part of the resident set measured at ready
+            draft = draftDir == null ? null : loadDraft(draftDir, dir, configured, model);
             MemoryBudget budget = memoryBudget(model, configured);
             EngineOptions options = configured.withKvCacheBytes(budget.kv());
             String template = chatTemplate(model);
@@ -65,13 +71,42 @@ final class ServedModelAssembler {
                     new ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
             if (parsers.tools() != null) chatPrompts.callIds(parsers.tools()::templateCallId);
             LOG.infof("Model parsers: %s", parsers.describe());
-            ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator);
+            ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator, draft);
+            draft = null; // the engine's now
             instrument.accept(engine);
             return new ServedModel(modelId, source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget);
         } catch (RuntimeException e) {
+            if (draft != null) draft.close();
             model.close();
             throw e;
         }
+    }
+
+    /**
+     * The draft model (ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH) at its precision, with the served model's rewrites otherwise;
+     * a tokenizer that differs from the served model's stops the start with both named.
+     */
+    private LoadedModel loadDraft(Path draftDir, Path dir, EngineOptions configured, LoadedModel model) {
+        WeightPrecision precision;
+        try {
+            precision = WeightPrecision.parse(config.speculative().draftWeightPrecision());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("ORTSERVE_SPECULATIVE_DRAFT_WEIGHT_PRECISION: " + e.getMessage(), e);
+        }
+        if (draftDir.equals(dir) && precision == configured.rewrite().precision()) {
+            throw new ModelLoadException("ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH: the draft is the served model itself at the same precision ("
+                    + precision.name().toLowerCase() + "): it would cost a pass per token and save none (set ORTSERVE_SPECULATIVE_DRAFT_WEIGHT_PRECISION"
+                    + " lower, e.g. int4)");
+        }
+        LoadedModel draft = ModelLoader.load(draftDir, configured.withRewrite(configured.rewrite().withPrecision(precision), configured.rewriteCache()),
+                draftDir.equals(dir) ? config.modelFile() : java.util.Optional.empty());
+        String mismatch = ContinuousBatchingEngine.checkDraft(model, draft);
+        if (mismatch != null) {
+            draft.close();
+            throw new ModelLoadException("ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH: " + mismatch);
+        }
+        LOG.infof("Draft model: %s at %s (%s)", draftDir, precision.name().toLowerCase(), String.join(", ", draft.rewrites()));
+        return draft;
     }
 
     /**

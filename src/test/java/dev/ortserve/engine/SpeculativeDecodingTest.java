@@ -87,12 +87,17 @@ class SpeculativeDecodingTest {
 
     /** Each request alone, then all at once. */
     static Run run(SpeculativeOptions speculative, List<GenerationRequest> requests) {
+        return run(speculative, requests, null);
+    }
+
+    /** ... with a draft model (the engine closes it). */
+    static Run run(SpeculativeOptions speculative, List<GenerationRequest> requests, LoadedModel draft) {
         AtomicInteger passes = new AtomicInteger();
         DecoderRunner.Decorator counting = runner -> pass -> {
             passes.incrementAndGet();
             return runner.run(pass);
         };
-        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, plain.withSpeculative(speculative), counting)) {
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, plain.withSpeculative(speculative), counting, draft)) {
             List<EngineTestSupport.Result> results = new ArrayList<>();
             for (GenerationRequest r : requests) results.add(EngineTestSupport.collect(engine.generate(copy(r))));
             results.addAll(EngineTestSupport.concurrently(engine, requests.stream().map(SpeculativeDecodingTest::copy).toList()));
@@ -179,5 +184,36 @@ class SpeculativeDecodingTest {
         assertEquals(expected.seen(), actual.seen());
         assertEquals(FinishReason.STOP, actual.results().get(0).finish());
         assertNotEquals(0, actual.accepted());
+    }
+
+    /** The served model's own weights at int4, as ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH=self serves them. */
+    static LoadedModel int4Draft() {
+        EngineOptions o = plain.withRewrite(plain.rewrite().withPrecision(WeightPrecision.INT4), plain.rewriteCache());
+        return ModelLoader.load(model.directory(), o);
+    }
+
+    @Test
+    void aDraftModelGivesTheSameOutputsGreedyAndSampled() {
+        SpeculativeOptions drafting = new SpeculativeOptions(4, false, 2, 4, 4);
+        for (java.util.function.IntFunction<SamplingParams> sampling : List.<java.util.function.IntFunction<SamplingParams>>of(
+                i -> greedy(40), i -> sampled(300 + i, 40))) {
+            List<GenerationRequest> requests = requests(sampling);
+            Run expected = run(SpeculativeOptions.OFF, requests);
+            Run actual = run(drafting, requests, int4Draft());
+            assertEquals(expected.seen(), actual.seen());
+            assertTrue(actual.accepted() > 0, "the int4 draft agrees with its fp32 original often: drafted " + actual.drafted()
+                    + ", accepted " + actual.accepted());
+        }
+    }
+
+    @Test
+    void aDraftModelWithAnotherTokenizerIsRefused() {
+        try (LoadedModel other = ModelLoader.load(EngineTestSupport.REFERENCE, EngineOptions.defaults())) {
+            String why = ContinuousBatchingEngine.checkDraft(model, other);
+            assertTrue(why != null && why.contains(EngineTestSupport.REFERENCE.getFileName().toString()) && why.contains(model.directory().toString()), why);
+        }
+        try (LoadedModel same = int4Draft()) {
+            assertEquals(null, ContinuousBatchingEngine.checkDraft(model, same));
+        }
     }
 }

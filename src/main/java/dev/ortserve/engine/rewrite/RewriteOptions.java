@@ -52,6 +52,11 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
     }
 
     /** The same with explicit attention fused into GroupQueryAttention (or not). */
+    /** These options with the weights served at {@code newPrecision}. */
+    public RewriteOptions withPrecision(WeightPrecision newPrecision) {
+        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype);
+    }
+
     public RewriteOptions withFuseAttention(boolean fuse) {
         return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype);
     }

@@ -1,0 +1,209 @@
+package dev.ortserve.engine;
+
+import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.memory.NativeBuffers;
+import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.runner.OrtDecoderRunner;
+import dev.ortserve.engine.speculative.Drafter;
+
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtException;
+import org.jboss.logging.Logger;
+
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * A draft model for speculative decoding: a smaller model of the same tokenizer, or the served model's own weights at a
+ * lower precision, that proposes each drafting sequence's next tokens greedily (a deterministic draft, verified by the
+ * engine as the other drafts are). Each sequence that drafts has a {@link Session}: its KV in the draft model (one
+ * in-place buffer per layer, as the engine's own, grown by 256 positions) and the tokens it holds. A session feeds the
+ * tokens its KV lacks (the prompt once, then what the target accepted), keeps the positions that still agree with the
+ * sequence and overwrites the rest, so a rejected draft costs nothing to take back. Engine thread.
+ */
+final class DraftModel implements AutoCloseable {
+
+    private static final Logger LOG = Logger.getLogger(DraftModel.class);
+    /** Tokens fed to the draft model in one pass (a prompt is fed in chunks of this many). */
+    private static final int CHUNK = 512;
+    private static final int GROWTH = 256;
+
+    private final LoadedModel model;
+    private final DecoderSpec spec;
+    private final DecoderRunner runner;
+
+    /** @param model the draft, loaded; this owns it (closes it) */
+    DraftModel(LoadedModel model) {
+        if (model.spec().alignment() != KvAlignment.START) {
+            throw new ModelLoadException("The draft model " + model.directory() + " does not run GroupQueryAttention (its attention was not"
+                    + " rewritten on load): a draft keeps its KV in place, as the served model does");
+        }
+        this.model = model;
+        this.spec = model.spec();
+        this.runner = new OrtDecoderRunner(model);
+        // onnxruntime's first runs of a session allocate and plan: done here, not in a request's first drafts
+        try (Session warm = new Session()) {
+            warm.propose(new int[] {0, 1, 2, 3}, 4, 2);
+        }
+    }
+
+    LoadedModel model() {
+        return model;
+    }
+
+    /** A sequence's state in the draft model; nothing is allocated until it drafts. */
+    Drafter.Source session() {
+        return new Session();
+    }
+
+    @Override
+    public void close() {
+        model.close();
+    }
+
+    private final class Session implements Drafter.Source {
+        private ByteBuffer[] keyData;
+        private ByteBuffer[] valueData;
+        private OnnxTensor[] keys;
+        private OnnxTensor[] values;
+        private int span;
+        /** The tokens whose positions the KV holds, {@link #length} of them. */
+        private int[] fed = new int[0];
+        private int length;
+        private boolean failed;
+
+        @Override
+        public int[] propose(int[] tokens, int n, int count) {
+            if (failed || n + count > spec.maxModelLen()) return new int[0];
+            try {
+                int valid = 0;
+                while (valid < length && valid < n && fed[valid] == tokens[valid]) valid++;
+                // at least the last token is fed: its logits give the first draft token
+                length = Math.min(valid, n - 1);
+                ensure(n + count - 1);
+                int[] draft = new int[count];
+                draft[0] = feed(tokens, n);
+                int[] one = new int[1];
+                int[] held = Arrays.copyOf(tokens, n + count);
+                for (int i = 1; i < count; i++) {
+                    held[n + i - 1] = draft[i - 1];
+                    one[0] = draft[i - 1];
+                    draft[i] = step(one);
+                }
+                held[n + count - 1] = draft[count - 1];
+                fed = held; // positions up to n + count - 1 hold the sequence's tokens and the draft (the last draft token is not fed)
+                return draft;
+            } catch (OrtException | RuntimeException e) {
+                // a draft model that fails leaves the sequence decoding without drafts; the target's output is unaffected
+                LOG.warnf("The draft model failed (%s); this sequence decodes without drafts", e.getMessage());
+                failed = true;
+                close();
+                return new int[0];
+            }
+        }
+
+        /** Feeds {@code tokens[length..n)} (in chunks), returns the greedy next token after them. */
+        private int feed(int[] tokens, int n) throws OrtException {
+            int next = -1;
+            while (length < n) {
+                int m = Math.min(CHUNK, n - length);
+                next = length == 0 ? first(tokens, m) : pass(tokens, length, m);
+            }
+            return next;
+        }
+
+        private int step(int[] token) throws OrtException {
+            return pass(token, 0, 1, length);
+        }
+
+        private int pass(int[] tokens, int from, int m) throws OrtException {
+            return pass(tokens, from, m, length);
+        }
+
+        /** {@code m} tokens from {@code from} after the KV's {@code past} positions, written in place. */
+        private int pass(int[] tokens, int from, int m, int past) throws OrtException {
+            ForwardPass p = ForwardPass.of(KvAlignment.START, List.of(new ForwardPass.Row(tokens, from, m, past)), span - m, keys, values)
+                    .withPresentInPast();
+            try (DecoderRunner.Forward out = runner.run(p)) {
+                length = past + m;
+                return argmax(out);
+            }
+        }
+
+        /** The first chunk, without a past: its present tensors are copied into the buffers. */
+        private int first(int[] tokens, int m) throws OrtException {
+            ForwardPass p = ForwardPass.of(KvAlignment.START, List.of(new ForwardPass.Row(tokens, 0, m, 0)), 0, null, null);
+            try (DecoderRunner.Forward out = runner.run(p)) {
+                for (int l = 0; l < spec.layers(); l++) {
+                    Buffer k = KvBlock.read(out.presentKey(l), spec), v = KvBlock.read(out.presentValue(l), spec);
+                    KvBlock.copyRow(spec, k, 0, m, 0, keyData[l], 0, span, 0, m);
+                    KvBlock.copyRow(spec, v, 0, m, 0, valueData[l], 0, span, 0, m);
+                }
+                length = m;
+                return argmax(out);
+            }
+        }
+
+        private int argmax(DecoderRunner.Forward out) {
+            float[] logits = new float[out.vocabSize()];
+            out.lastLogits(0, logits);
+            int best = 0;
+            for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+            return best;
+        }
+
+        /** Buffers of at least {@code positions} + 1 positions (rounded up), keeping the first {@link #length}. */
+        private void ensure(int positions) throws OrtException {
+            if (keyData != null && positions + 1 <= span) return;
+            // the rotary caches end at the context: the buffers never go past it (positions + 1 <= the context here)
+            int newSpan = Math.min(spec.maxModelLen(), (positions + 1 + GROWTH - 1) / GROWTH * GROWTH);
+            newSpan = Math.max(newSpan, positions + 1);
+            ByteBuffer[] k = new ByteBuffer[spec.layers()], v = new ByteBuffer[spec.layers()];
+            OnnxTensor[] kt = new OnnxTensor[spec.layers()], vt = new OnnxTensor[spec.layers()];
+            try {
+                for (int l = 0; l < spec.layers(); l++) {
+                    k[l] = KvBlock.allocate(spec, 1, newSpan);
+                    v[l] = KvBlock.allocate(spec, 1, newSpan);
+                    if (keyData != null && length > 0) {
+                        KvBlock.copyRow(spec, KvBlock.view(keyData[l], spec), 0, span, 0, k[l], 0, newSpan, 0, length);
+                        KvBlock.copyRow(spec, KvBlock.view(valueData[l], spec), 0, span, 0, v[l], 0, newSpan, 0, length);
+                    }
+                    kt[l] = KvBlock.tensor(model.environment(), spec, k[l], 1, newSpan);
+                    vt[l] = KvBlock.tensor(model.environment(), spec, v[l], 1, newSpan);
+                }
+            } catch (OrtException | RuntimeException | OutOfMemoryError e) {
+                release(k, v, kt, vt);
+                throw e;
+            }
+            int kept = keyData == null ? 0 : length;
+            close();
+            keyData = k;
+            valueData = v;
+            keys = kt;
+            values = vt;
+            span = newSpan;
+            length = kept;
+        }
+
+        @Override
+        public void close() {
+            release(keyData, valueData, keys, values);
+            keyData = null;
+            valueData = null;
+            keys = null;
+            values = null;
+            span = 0;
+            length = 0;
+        }
+
+        private static void release(ByteBuffer[] k, ByteBuffer[] v, OnnxTensor[] kt, OnnxTensor[] vt) {
+            if (kt != null) for (OnnxTensor t : kt) if (t != null) t.close();
+            if (vt != null) for (OnnxTensor t : vt) if (t != null) t.close();
+            if (k != null) for (ByteBuffer b : k) if (b != null) NativeBuffers.free(b);
+            if (v != null) for (ByteBuffer b : v) if (b != null) NativeBuffers.free(b);
+        }
+    }
+}
