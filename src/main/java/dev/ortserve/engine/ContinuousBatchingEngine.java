@@ -191,8 +191,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
         List<Sequence> admitted = new ArrayList<>(requests.size());
         for (GenerationRequest r : requests) {
-            admitted.add(new Sequence(r, model, speculative, draft == null ? () -> null : draft::session, s -> running.decrementAndGet(),
-                    scheduler::retired));
+            admitted.add(new Sequence(r, model, speculative,
+                    draft == null ? s -> null : s -> draft.session(s.maxPositions(), bytes -> scheduler.reserveDraft(s, bytes), () -> scheduler.releaseDraft(s)),
+                    s -> running.decrementAndGet(), scheduler::retired));
         }
         scheduler.admit(admitted);
         return admitted.stream().map(s -> s.events).toList();

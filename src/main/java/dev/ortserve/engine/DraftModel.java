@@ -54,9 +54,13 @@ final class DraftModel implements AutoCloseable {
         return model;
     }
 
-    /** A sequence's state in the draft model; nothing is allocated until it drafts. */
-    Drafter.Source session() {
-        return new Session();
+    /**
+     * A sequence's state in the draft model; nothing is allocated until it drafts, and then only once {@code reserve} has
+     * granted its KV's bytes (at most {@code positions} positions) in the KV budget; {@code release} gives them back when
+     * the session lets go of its KV.
+     */
+    Drafter.Source session(int positions, java.util.function.LongPredicate reserve, Runnable release) {
+        return new Session(positions, reserve, release);
     }
 
     @Override
@@ -65,6 +69,10 @@ final class DraftModel implements AutoCloseable {
     }
 
     private final class Session implements Drafter.Source {
+        private final int positions;
+        private final java.util.function.LongPredicate reserve;
+        private final Runnable release;
+        private boolean reserved;
         private ByteBuffer[] keyData;
         private ByteBuffer[] valueData;
         private OnnxTensor[] keys;
@@ -75,9 +83,25 @@ final class DraftModel implements AutoCloseable {
         private int length;
         private boolean failed;
 
+        Session(int positions, java.util.function.LongPredicate reserve, Runnable release) {
+            this.positions = positions;
+            this.reserve = reserve;
+            this.release = release;
+        }
+
+        /** A session outside any budget (the warm-up). */
+        Session() {
+            this(0, bytes -> true, () -> { });
+        }
+
         @Override
         public int[] propose(int[] tokens, int n, int count) {
             if (failed || n + count > spec.maxModelLen()) return new int[0];
+            if (!reserved) {
+                // the draft's KV for the whole sequence, counted in the KV budget before anything is allocated
+                if (!reserve.test(spec.kvBytesPerToken() * Math.max(positions, n + count))) return new int[0];
+                reserved = true;
+            }
             try {
                 int valid = 0;
                 while (valid < length && valid < n && fed[valid] == tokens[valid]) valid++;
@@ -179,7 +203,7 @@ final class DraftModel implements AutoCloseable {
                 throw e;
             }
             int kept = keyData == null ? 0 : length;
-            close();
+            release(keyData, valueData, keys, values); // the old buffers (the reservation covers the new ones too)
             keyData = k;
             valueData = v;
             keys = kt;
@@ -190,6 +214,10 @@ final class DraftModel implements AutoCloseable {
 
         @Override
         public void close() {
+            if (reserved) {
+                reserved = false;
+                release.run();
+            }
             release(keyData, valueData, keys, values);
             keyData = null;
             valueData = null;

@@ -235,6 +235,28 @@ final class Scheduler {
         long r = s.kvReserved;
         s.kvReserved = 0;
         if (r > 0) kvReserved.addAndGet(-r);
+        releaseDraft(s);
+    }
+
+    /**
+     * Reserves {@code bytes} of the KV budget for a running sequence's KV in the draft model (speculative decoding), when
+     * they fit beside the reservations and the cache blocks no eviction can free (unreferenced blocks are evicted for
+     * them); false otherwise: the sequence decodes without its draft model for now. Engine thread.
+     */
+    boolean reserveDraft(Sequence s, long bytes) {
+        long pinned = prefix == null ? 0 : prefix.referencedBytes();
+        if (kvReserved.get() + bytes + pinned > kvBudgetBytes) return false;
+        kvReserved.addAndGet(bytes);
+        s.draftReserved += bytes;
+        if (prefix != null) fitBudget();
+        return true;
+    }
+
+    /** Gives back a sequence's draft-model reservation (its draft KV was let go). Engine thread. */
+    void releaseDraft(Sequence s) {
+        long r = s.draftReserved;
+        s.draftReserved = 0;
+        if (r > 0) kvReserved.addAndGet(-r);
     }
 
     /** KV bytes reserved by the running sequences now. */

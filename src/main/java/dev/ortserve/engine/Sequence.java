@@ -57,6 +57,8 @@ final class Sequence {
 
     /** KV bytes the scheduler reserved for this sequence when it left the queue (given back when it is retired). */
     long kvReserved;
+    /** KV bytes reserved for this sequence's KV in the draft model while it holds one (given back when it lets go of it). */
+    long draftReserved;
 
     /**
      * @param onLeave  once, when it gives its running slot back (its last token, or retired)
@@ -64,7 +66,7 @@ final class Sequence {
      */
     Sequence(GenerationRequest request, LoadedModel model, java.util.function.Consumer<Sequence> onLeave,
              java.util.function.Consumer<Sequence> onRetire) {
-        this(request, model, SpeculativeOptions.OFF, () -> null, onLeave, onRetire);
+        this(request, model, SpeculativeOptions.OFF, s -> null, onLeave, onRetire);
     }
 
     /**
@@ -72,7 +74,7 @@ final class Sequence {
      * @param draftModel  a draft model's state for this sequence, or null when there is no draft model
      */
     Sequence(GenerationRequest request, LoadedModel model, SpeculativeOptions speculative,
-             java.util.function.Supplier<Drafter.Source> draftModel, java.util.function.Consumer<Sequence> onLeave,
+             java.util.function.Function<Sequence, Drafter.Source> draftModel, java.util.function.Consumer<Sequence> onLeave,
              java.util.function.Consumer<Sequence> onRetire) {
         DecoderSpec spec = model.spec();
         this.request = request;
@@ -88,7 +90,7 @@ final class Sequence {
         this.constraint = params.constraint() == null ? null : params.constraint().start();
         this.maxTokens = Math.max(0, Math.min(params.maxTokens(), spec.maxModelLen() - prompt.length));
         this.events = processor.onCancellation().invoke(() -> cancelled = true);
-        this.drafter = Drafter.of(speculative, request.prediction(), draftModel);
+        this.drafter = Drafter.of(speculative, request.prediction(), () -> draftModel.apply(this));
     }
 
     boolean cancelled() {

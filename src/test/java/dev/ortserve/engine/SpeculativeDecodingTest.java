@@ -216,4 +216,27 @@ class SpeculativeDecodingTest {
             assertEquals(null, ContinuousBatchingEngine.checkDraft(model, same));
         }
     }
+
+    @Test
+    void theDraftModelsKvIsReservedInTheKvBudgetOrItDoesNotDraft() {
+        SpeculativeOptions drafting = new SpeculativeOptions(4, false, 2, 4, 1);
+        List<GenerationRequest> one = requests(i -> greedy(40)).subList(0, 1);
+        Run expected = run(SpeculativeOptions.OFF, one);
+        long perToken = model.spec().kvBytesPerToken();
+        int positions = prompts.get(0).length + 40;
+        // room for the sequence's own KV but not for its draft model's beside it: no drafting, the same output
+        EngineOptions tight = plain.withKvCacheBytes(perToken * positions + perToken * 8).withPrefixCacheBytes(0);
+        for (EngineOptions o : List.of(tight, plain.withPrefixCacheBytes(0))) {
+            try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, o.withSpeculative(drafting), r -> r, int4Draft())) {
+                EngineTestSupport.Result r = EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompts.get(0), greedy(40))));
+                assertEquals(expected.seen().get(0), seen(r));
+                if (o == tight) assertEquals(0, engine.draftTokens(), "the draft's KV does not fit the budget");
+                else assertTrue(engine.draftTokens() > 0);
+                // the stream's last event comes before the engine retires the sequence (in the same loop turn): wait for that
+                long deadline = System.nanoTime() + 10_000_000_000L;
+                while (engine.kvReservedBytes() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+                assertEquals(0, engine.kvReservedBytes(), "every reservation, the draft's included, given back (" + (o == tight ? "tight" : "roomy") + ", drafted " + engine.draftTokens() + ")");
+            }
+        }
+    }
 }
