@@ -9,7 +9,7 @@ import ai.onnxruntime.OrtSession;
 import ai.onnxruntime.TensorInfo;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.engine.ModelFiles;
+import dev.ortserve.engine.load.ModelFiles;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.TextTokenizer;
 import org.jboss.logging.Logger;

@@ -1,7 +1,5 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.runner.ForwardPass;
-
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtException;
 
@@ -19,7 +17,7 @@ public interface DecoderRunner {
         DecoderRunner decorate(DecoderRunner runner);
     }
 
-    /** A pass's outputs; closing frees them (unless a present tensor was adopted as a past: see {@link KvCache}). */
+    /** A pass's outputs; closing frees them (unless a present tensor was adopted as a past: see {@code KvCache}). */
     interface Forward extends AutoCloseable {
         /** Logits of the last position of row {@code row} into {@code dst} (vocabulary-sized). */
         void lastLogits(int row, float[] dst);

@@ -1,7 +1,5 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.kv.KvAlignment;
-
 import ai.onnxruntime.OnnxJavaType;
 
 import java.util.List;

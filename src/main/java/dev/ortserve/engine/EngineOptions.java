@@ -1,6 +1,5 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.speculative.SpeculativeOptions;
 
@@ -12,9 +11,9 @@ import java.util.OptionalInt;
  * How a model is loaded and how much the engine may run at once.
  *
  * @param batchWindow       how long an idle engine lets a burst of requests gather before its first
- *                          prefill (zero: start at once); see {@link Scheduler}
+ *                          prefill (zero: start at once); see {@code Scheduler}
  * @param prefixCacheBytes  the most KV the prefix cache may keep, a cap inside the KV budget (at most
- *                          {@code kvCacheBytes}; see {@link Scheduler}); 0 turns it off, negative = the
+ *                          {@code kvCacheBytes}; see {@code Scheduler}); 0 turns it off, negative = the
  *                          default for the model ({@link #prefixCacheBytes(DecoderSpec)})
  * @param rewrite           what the graph rewriter changes on load
  * @param rewriteCache      where rewritten models are kept
@@ -25,12 +24,12 @@ import java.util.OptionalInt;
  *                          spins between steps, on the cores the HTTP threads need
  * @param kvInPlace         decode steps of GroupQueryAttention graphs ({@link KvAlignment#START}) bind one KV
  *                          buffer per layer as both past and present, so the op writes each new position in
- *                          place and nothing copies the past (see {@link KvCache}); other graphs keep the
+ *                          place and nothing copies the past (see {@code KvCache}); other graphs keep the
  *                          copying path whatever this says
  * @param kvCacheBytes      the KV budget: a waiting request leaves the queue only while the running sequences'
  *                          KV, each counted at its prompt plus max_tokens positions, fits in it (it waits
  *                          otherwise; one request alone always runs); the prefix cache's unreferenced blocks
- *                          count against it too and are evicted first ({@link Scheduler}); negative = the
+ *                          count against it too and are evicted first ({@code Scheduler}); negative = the
  *                          default for the model ({@link #kvCacheBytes(DecoderSpec, long)})
  * @param queueTimeout      the longest a request waits in the queue (for KV budget or a batch slot) before it
  *                          fails with {@link EngineQueueTimeoutException}; zero = as long as it takes
@@ -163,8 +162,8 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
      */
     public long kvCacheBytes(DecoderSpec spec, long availableBytes) {
         if (kvCacheBytes >= 0) return kvCacheBytes;
-        long full = PrefixCache.bytesPerToken(spec) * maxSequences * (long) spec.maxModelLen();
-        return Math.max(PrefixCache.bytesPerToken(spec), Math.min(full, availableBytes / 2));
+        long full = spec.kvBytesPerToken() * maxSequences * (long) spec.maxModelLen();
+        return Math.max(spec.kvBytesPerToken(), Math.min(full, availableBytes / 2));
     }
 
     /** Bytes of memory available on this host now (Linux: MemAvailable), or the JVM's view of free physical memory. */
@@ -198,6 +197,6 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
     /** The prefix cache's budget for this model: as configured, or KV for 32,768 tokens within 1 GiB. */
     public long prefixCacheBytes(DecoderSpec spec) {
         if (prefixCacheBytes >= 0) return prefixCacheBytes;
-        return Math.min(DEFAULT_PREFIX_CACHE_MAX_BYTES, PrefixCache.bytesPerToken(spec) * DEFAULT_PREFIX_CACHE_TOKENS);
+        return Math.min(DEFAULT_PREFIX_CACHE_MAX_BYTES, spec.kvBytesPerToken() * DEFAULT_PREFIX_CACHE_TOKENS);
     }
 }

@@ -1,6 +1,6 @@
 package dev.ortserve.service;
 
-import dev.ortserve.engine.ModelFiles;
+import dev.ortserve.engine.load.ModelFiles;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.hub.HubException;
 import dev.ortserve.hub.HubModelResolver;

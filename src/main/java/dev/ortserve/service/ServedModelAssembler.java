@@ -1,12 +1,12 @@
 package dev.ortserve.service;
 
 import dev.ortserve.config.OrtserveConfig;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.memory.MemoryBudget;
 import dev.ortserve.engine.memory.ProcessMemory;
 import dev.ortserve.engine.rewrite.KvCacheDtype;

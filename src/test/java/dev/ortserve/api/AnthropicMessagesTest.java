@@ -99,7 +99,7 @@ class AnthropicMessagesTest extends ApiTest {
             awaitIdle();
             String again = json().body(request("")).post("/v1/messages").then().extract().jsonPath().getString("content[0].text");
             assertEquals(text, streamed.toString(), "message usage " + m.getMap("usage") + "; stream " + sse + "; the message again: " + again
-                    + "; prefix cache " + (host.engine() instanceof dev.ortserve.engine.ContinuousBatchingEngine c ? c.prefixCache() : null));
+                    + "; prefix cache " + (host.engine() instanceof dev.ortserve.engine.batching.ContinuousBatchingEngine c ? c.prefixCache() : null));
         }
         assertEquals(List.of("message_start", "ping", "content_block_start"), types.subList(0, 3));
         assertEquals(List.of("content_block_stop", "message_delta", "message_stop"), types.subList(types.size() - 3, types.size()));

@@ -1,7 +1,7 @@
 package dev.ortserve.api;
 
 import dev.ortserve.ApiTest;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.SamplingParams;

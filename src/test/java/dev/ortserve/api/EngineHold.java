@@ -1,6 +1,6 @@
 package dev.ortserve.api;
 
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineListener;
 
 import java.util.concurrent.CountDownLatch;

@@ -164,7 +164,7 @@ class OpenAiResponsesSdkTest extends ApiTest {
     @Test
     void backgroundCancelMidGeneration() throws Exception {
         OpenAIClient client = client();
-        var engine = (dev.ortserve.engine.ContinuousBatchingEngine) host.engine();
+        var engine = (dev.ortserve.engine.batching.ContinuousBatchingEngine) host.engine();
         Response cancelled;
         String id;
         try (EngineHold hold = new EngineHold(engine, metrics.engineListener(host.modelId()))) {

@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.ApiTest;
 import dev.ortserve.contract.SseFrames;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServingMetrics;
 import io.quarkus.test.common.http.TestHTTPResource;

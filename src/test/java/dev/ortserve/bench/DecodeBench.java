@@ -162,8 +162,8 @@ final class DecodeBench {
      */
     static void engineRates(java.nio.file.Path model, dev.ortserve.engine.EngineOptions options, String key, int prompt, int output, int streams,
                             java.util.Map<String, java.util.List<Double>> cells) throws Exception {
-        try (LoadedModel loaded = dev.ortserve.engine.ModelLoader.load(model, options);
-             dev.ortserve.engine.GenerationEngine engine = new dev.ortserve.engine.ContinuousBatchingEngine(loaded, options)) {
+        try (LoadedModel loaded = dev.ortserve.engine.load.ModelLoader.load(model, options);
+             dev.ortserve.engine.GenerationEngine engine = new dev.ortserve.engine.batching.ContinuousBatchingEngine(loaded, options)) {
             int[][] prompts = prompts(streams, prompt, loaded.spec().vocabSize());
             engine(engine, prompts, 1, 8, "warm-up");
             double single = engine(engine, prompts, 1, output, "engine").decodeTokensPerSecond();

@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;

@@ -2,11 +2,11 @@ package dev.ortserve.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.modelgen.ModelGenerator;

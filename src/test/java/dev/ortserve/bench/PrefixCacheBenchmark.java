@@ -3,7 +3,7 @@ package dev.ortserve.bench;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.PrefixCacheStats;

@@ -2,7 +2,7 @@ package dev.ortserve.bench;
 
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 

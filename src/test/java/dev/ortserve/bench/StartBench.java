@@ -6,7 +6,7 @@ import ai.onnx.proto.OnnxMl.TensorProto;
 import com.google.protobuf.CodedInputStream;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 

@@ -1,11 +1,11 @@
 package dev.ortserve.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.engine.grammar.ByteDfa;

@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+
 import io.smallrye.mutiny.Multi;
 
 import java.nio.file.Path;
@@ -9,23 +11,23 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /** Runs generations to completion and reads their results, for engine tests. */
-final class EngineTestSupport {
+public final class EngineTestSupport {
 
-    static final Path REFERENCE = Path.of("src/test/resources/fixtures/reference-llama");
-    static final Path REFERENCE_GENAI = Path.of("src/test/resources/fixtures/reference-llama-genai");
+    public static final Path REFERENCE = Path.of("src/test/resources/fixtures/reference-llama");
+    public static final Path REFERENCE_GENAI = Path.of("src/test/resources/fixtures/reference-llama-genai");
     private static final AtomicInteger IDS = new AtomicInteger();
 
-    record Result(List<Integer> tokens, String text, FinishReason finish, Object stopReason, List<TokenEvent> events) {
+    public record Result(List<Integer> tokens, String text, FinishReason finish, Object stopReason, List<TokenEvent> events) {
     }
 
     private EngineTestSupport() {
     }
 
-    static GenerationRequest request(int[] prompt, SamplingParams params) {
+    public static GenerationRequest request(int[] prompt, SamplingParams params) {
         return new GenerationRequest("test-" + IDS.incrementAndGet(), prompt, params);
     }
 
-    static Result collect(Multi<TokenEvent> events) {
+    public static Result collect(Multi<TokenEvent> events) {
         List<TokenEvent> list = events.collect().asList().await().atMost(Duration.ofSeconds(60));
         List<Integer> tokens = new ArrayList<>();
         StringBuilder text = new StringBuilder();
@@ -37,7 +39,7 @@ final class EngineTestSupport {
         return new Result(tokens, text.toString(), last.finishReason(), last.stopReason(), list);
     }
 
-    static List<Result> concurrently(GenerationEngine engine, List<GenerationRequest> requests) {
+    public static List<Result> concurrently(GenerationEngine engine, List<GenerationRequest> requests) {
         List<Multi<TokenEvent>> streams = new ArrayList<>();
         for (GenerationRequest r : requests) streams.add(engine.generate(r));
         return streams.stream().map(EngineTestSupport::collect).toList();
@@ -51,7 +53,7 @@ final class EngineTestSupport {
      * running sequences (no more than their reservations); the cache never holds more than its cap.
      * The first broken rule is kept, to be asserted by the test thread ({@link #assertHeld}).
      */
-    static final class BudgetWatch implements EngineListener {
+    public static final class BudgetWatch implements EngineListener {
         private final java.util.concurrent.atomic.AtomicReference<ContinuousBatchingEngine> engine = new java.util.concurrent.atomic.AtomicReference<>();
         private final java.util.concurrent.atomic.AtomicReference<String> broken = new java.util.concurrent.atomic.AtomicReference<>();
         private final java.util.concurrent.atomic.AtomicLong events = new java.util.concurrent.atomic.AtomicLong();
@@ -101,7 +103,7 @@ final class EngineTestSupport {
         }
     }
 
-    static int[] ints(com.fasterxml.jackson.databind.JsonNode array) {
+    public static int[] ints(com.fasterxml.jackson.databind.JsonNode array) {
         int[] out = new int[array.size()];
         for (int i = 0; i < out.length; i++) out[i] = array.get(i).asInt();
         return out;

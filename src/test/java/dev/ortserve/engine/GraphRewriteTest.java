@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.modelgen.ModelGenerator;

@@ -1,6 +1,8 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;

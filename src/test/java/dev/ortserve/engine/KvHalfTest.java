@@ -1,6 +1,8 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
 import dev.ortserve.engine.rewrite.GraphRewriter;
 import dev.ortserve.engine.rewrite.KvCacheDtype;
 import dev.ortserve.engine.rewrite.RewriteOptions;
@@ -18,10 +20,8 @@ import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
 
@@ -61,8 +61,6 @@ class KvHalfTest {
         if (fp32 != null) fp32.close();
         if (fp16 != null) fp16.close();
     }
-
-
 
     private static void assertHalfKv(LoadedModel model) throws Exception {
         DecoderSpec spec = model.spec();

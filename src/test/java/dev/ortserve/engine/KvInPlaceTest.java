@@ -1,6 +1,9 @@
 package dev.ortserve.engine;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
+import dev.ortserve.engine.batching.KvCache;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import io.smallrye.mutiny.Multi;

@@ -2,7 +2,6 @@ package dev.ortserve.engine;
 
 import dev.ortserve.engine.load.RewriteProbe;
 
-import dev.ortserve.engine.runner.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 
 import ai.onnxruntime.OnnxTensor;

@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
 import dev.ortserve.engine.memory.NativeBuffers;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
@@ -9,7 +12,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import ai.onnxruntime.OnnxTensor;
-import ai.onnxruntime.OrtSession;
 
 import java.lang.management.BufferPoolMXBean;
 import java.lang.management.ManagementFactory;

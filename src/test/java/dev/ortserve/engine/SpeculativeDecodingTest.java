@@ -1,5 +1,8 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
+import dev.ortserve.engine.load.ModelLoader;
+
 import dev.ortserve.engine.rewrite.RewriteOptions;
 import dev.ortserve.engine.rewrite.WeightPrecision;
 import dev.ortserve.engine.speculative.SpeculativeOptions;

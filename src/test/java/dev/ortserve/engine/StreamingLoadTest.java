@@ -1,5 +1,7 @@
 package dev.ortserve.engine;
 
+import dev.ortserve.engine.load.ModelLoader;
+
 import ai.onnx.proto.OnnxMl.ModelProto;
 import ai.onnx.proto.OnnxMl.StringStringEntryProto;
 import ai.onnx.proto.OnnxMl.TensorProto;

@@ -2,7 +2,7 @@ package dev.ortserve.families;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.engine.IncrementalDetokenizer;
+import dev.ortserve.engine.batching.IncrementalDetokenizer;
 import dev.ortserve.engine.TextTokenizer;
 import org.junit.jupiter.api.Test;
 

@@ -1,7 +1,6 @@
 package dev.ortserve.hardening;
 
 import dev.ortserve.engine.DecoderRunner;
-import dev.ortserve.engine.runner.ForwardPass;
 import jakarta.inject.Singleton;
 
 import java.util.concurrent.atomic.AtomicInteger;

@@ -2,7 +2,7 @@ package dev.ortserve.hub;
 
 import dev.ortserve.embedding.EmbeddingModel;
 import dev.ortserve.embedding.PoolingMode;
-import dev.ortserve.engine.ModelFiles;
+import dev.ortserve.engine.load.ModelFiles;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 

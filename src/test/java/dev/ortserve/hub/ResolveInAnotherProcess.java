@@ -1,6 +1,6 @@
 package dev.ortserve.hub;
 
-import dev.ortserve.engine.ModelFiles;
+import dev.ortserve.engine.load.ModelFiles;
 
 import java.nio.file.Path;
 import java.time.Duration;

@@ -1,5 +1,7 @@
 package dev.ortserve.engine.kv;
 
+import dev.ortserve.engine.KvAlignment;
+
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.memory.NativeBuffers;
 

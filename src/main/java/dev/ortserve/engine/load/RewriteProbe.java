@@ -2,7 +2,7 @@ package dev.ortserve.engine.load;
 
 import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.DecoderSpec;
-import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 
 import ai.onnxruntime.OnnxJavaType;
@@ -120,7 +120,7 @@ public final class RewriteProbe {
             long total = shapes[0][2];
             for (int r = 0; r < rows.size(); r++) {
                 lengths[r] = rows.get(r).count();
-                starts[r] = spec.alignment() == dev.ortserve.engine.kv.KvAlignment.END ? (int) (total - lengths[r]) : 0;
+                starts[r] = spec.alignment() == dev.ortserve.engine.KvAlignment.END ? (int) (total - lengths[r]) : 0;
             }
             return new Outcome(logits, keys, values, shapes, starts, lengths);
         }

@@ -1,5 +1,7 @@
 package dev.ortserve.engine.runner;
 
+import dev.ortserve.engine.ForwardPass;
+
 import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.LoadedModel;

@@ -3,7 +3,7 @@ package dev.ortserve.service.prompt;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import org.junit.jupiter.api.AfterAll;

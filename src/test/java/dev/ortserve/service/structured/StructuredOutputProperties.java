@@ -9,12 +9,12 @@ import com.networknt.schema.JsonSchemaFactory;
 import com.networknt.schema.SchemaValidatorsConfig;
 import com.networknt.schema.SpecVersion;
 import com.networknt.schema.ValidationMessage;
-import dev.ortserve.engine.ContinuousBatchingEngine;
+import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.FinishReason;
 import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.LoadedModel;
-import dev.ortserve.engine.ModelLoader;
+import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.engine.grammar.ByteDfa;
@@ -35,7 +35,6 @@ import net.jqwik.api.lifecycle.BeforeContainer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -43,7 +42,6 @@ import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
-import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Property: on the project's random-weight models (whose free output is noise), every output

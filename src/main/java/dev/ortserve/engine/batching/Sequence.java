@@ -1,4 +1,14 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
+
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.FinishReason;
+import dev.ortserve.engine.GenerationRequest;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.engine.TokenEvent;
+import dev.ortserve.engine.TokenLogprob;
 
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;

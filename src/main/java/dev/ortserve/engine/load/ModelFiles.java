@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.load;
+
+import dev.ortserve.engine.ModelLoadException;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;

@@ -1,6 +1,11 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.ForwardPass;
+
+import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
@@ -33,12 +38,12 @@ import java.util.Map;
  * (onnxruntime's past_present_share_buffer): nothing copies the past. When the longest row fills
  * its buffer, the batch is repacked into a longer one (one copy every {@link #GROWTH} steps).
  */
-final class KvCache implements AutoCloseable {
+public final class KvCache implements AutoCloseable {
 
     private final DecoderSpec spec;
     private final OrtEnvironment env;
     /** Positions an in-place buffer grows by: its span is the longest row's length plus one, rounded up to this. */
-    static final int GROWTH = 256;
+    public static final int GROWTH = 256;
 
     private final PrefixCache prefix;
     private final java.util.function.LongUnaryOperator room;

@@ -1,4 +1,6 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
+
+import dev.ortserve.engine.TextTokenizer;
 
 import java.util.Arrays;
 

@@ -1,6 +1,17 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
 
-import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.EngineListener;
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.EngineStepException;
+import dev.ortserve.engine.GenerationEngine;
+import dev.ortserve.engine.GenerationRequest;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.PrefixCacheStats;
+import dev.ortserve.engine.TokenEvent;
+
+import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
@@ -22,7 +33,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * <li>takes waiting sequences into free slots ({@link Scheduler}: admission queue, batch window),
  * looking up the longest cached prefix of each ({@link PrefixCache});</li>
  * <li>runs one decode step for all running rows in a single batched forward pass over the
- * batch's KV ({@link KvCache}: rows padded as the model's {@link dev.ortserve.engine.kv.KvAlignment} says, present tensors fed back as the next past
+ * batch's KV ({@link KvCache}: rows padded as the model's {@link dev.ortserve.engine.KvAlignment} says, present tensors fed back as the next past
  * without a copy);</li>
  * <li>prefills waiting prompts within the prefill budget: prompts that fit whole share one
  * padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
@@ -222,7 +233,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (!java.util.Arrays.equals(model.tokenizer().encode(probe), draft.tokenizer().encode(probe))) {
             return "the draft model " + draft.directory() + " tokenizes text differently from the served model " + model.directory();
         }
-        if (draft.spec().alignment() != dev.ortserve.engine.kv.KvAlignment.START) {
+        if (draft.spec().alignment() != dev.ortserve.engine.KvAlignment.START) {
             return "the draft model " + draft.directory() + " does not run GroupQueryAttention (its attention was not rewritten on load):"
                     + " a draft keeps its KV in place, as the served model " + model.directory() + " does";
         }

@@ -1,6 +1,8 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.DecoderSpec;
+
+import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.memory.NativeBuffers;

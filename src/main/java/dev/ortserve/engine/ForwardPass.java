@@ -1,6 +1,4 @@
-package dev.ortserve.engine.runner;
-
-import dev.ortserve.engine.kv.KvAlignment;
+package dev.ortserve.engine;
 
 import ai.onnxruntime.OnnxTensor;
 
@@ -19,7 +17,7 @@ import java.util.List;
  * @param lastColumns per row, the column whose logits give the row's next token
  * @param inPlace     the past tensors are also the present outputs: the graph (GroupQueryAttention)
  *                    writes the new columns into them in place, and the pass's mask spans the past
- *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@link dev.ortserve.engine.KvCache}
+ *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@code batching.KvCache}
  * @param logitColumns how many of each row's columns, ending at its last one, the pass's logits are read for:
  *                    1, or the positions of a speculative verification (its drafted tokens and one more)
  */

@@ -1,9 +1,14 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
 
-import dev.ortserve.engine.kv.KvAlignment;
+import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoadException;
+
+import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.memory.NativeBuffers;
-import dev.ortserve.engine.runner.ForwardPass;
+import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 import dev.ortserve.engine.speculative.Drafter;
 

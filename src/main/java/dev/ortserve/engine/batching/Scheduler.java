@@ -1,4 +1,8 @@
-package dev.ortserve.engine;
+package dev.ortserve.engine.batching;
+
+import dev.ortserve.engine.EngineOptions;
+import dev.ortserve.engine.EngineQueueFullException;
+import dev.ortserve.engine.EngineQueueTimeoutException;
 
 import dev.ortserve.engine.kv.PrefixCache;
 

@@ -1,14 +1,4 @@
-package dev.ortserve.engine.kv;
-
-import dev.ortserve.engine.runner.ForwardPass;
-
-import com.google.protobuf.CodedInputStream;
-import com.google.protobuf.WireFormat;
-
-import java.io.IOException;
-import java.io.InputStream;
-import java.nio.file.Files;
-import java.nio.file.Path;
+package dev.ortserve.engine;
 
 /**
  * Where a row's positions sit in the padded tensors of a batch: the one place that knows the
@@ -88,61 +78,5 @@ public enum KvAlignment {
             positions[r * newLength + first + i] = row.pastValid() + i;
         }
         mask(mask, r * (pastLength + newLength), pastLength, newLength, row.pastValid(), row.count());
-    }
-
-    /** The op whose presence in a graph means {@link #START}. */
-    static final String GROUP_QUERY_ATTENTION = "GroupQueryAttention";
-
-    /**
-     * The alignment a model file needs: {@link #START} when its graph runs GroupQueryAttention
-     * (the model builder's attention), else {@link #END}. Reads the node list only, skipping the
-     * initializers (weights embedded in the file are streamed past, not loaded).
-     */
-    public static KvAlignment of(Path modelFile) throws IOException {
-        return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? START : END;
-    }
-
-    static boolean hasOp(Path modelFile, String opType) throws IOException {
-        try (InputStream in = Files.newInputStream(modelFile)) {
-            CodedInputStream model = CodedInputStream.newInstance(in);
-            model.setSizeLimit(Integer.MAX_VALUE);
-            while (true) {
-                int tag = model.readTag();
-                if (tag == 0) return false;
-                // ModelProto.graph = 7 (GraphProto), GraphProto.node = 1 (NodeProto), NodeProto.op_type = 4
-                if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
-                    int limit = model.pushLimit(model.readRawVarint32());
-                    boolean found = graphHasOp(model, opType);
-                    model.popLimit(limit);
-                    if (found) return true;
-                } else if (!model.skipField(tag)) {
-                    return false;
-                }
-            }
-        }
-    }
-
-    private static boolean graphHasOp(CodedInputStream graph, String opType) throws IOException {
-        while (!graph.isAtEnd()) {
-            int tag = graph.readTag();
-            if (WireFormat.getTagFieldNumber(tag) == 1 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
-                int limit = graph.pushLimit(graph.readRawVarint32());
-                while (!graph.isAtEnd()) {
-                    int t = graph.readTag();
-                    if (WireFormat.getTagFieldNumber(t) == 4 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
-                        if (opType.equals(graph.readStringRequireUtf8())) {
-                            graph.popLimit(limit);
-                            return true;
-                        }
-                    } else {
-                        graph.skipField(t);
-                    }
-                }
-                graph.popLimit(limit);
-            } else {
-                graph.skipField(tag);
-            }
-        }
-        return false;
     }
 }

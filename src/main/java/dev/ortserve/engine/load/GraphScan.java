@@ -1,0 +1,84 @@
+package dev.ortserve.engine.load;
+
+import dev.ortserve.engine.KvAlignment;
+import dev.ortserve.engine.ModelLoadException;
+
+import com.google.protobuf.CodedInputStream;
+import com.google.protobuf.WireFormat;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/** What a model file's graph holds, read from its node list without loading it (weights embedded in the file are streamed past). */
+final class GraphScan {
+
+    private GraphScan() {
+    }
+
+    /** The op whose presence in a graph means {@link KvAlignment#START}. */
+    static final String GROUP_QUERY_ATTENTION = "GroupQueryAttention";
+
+    /**
+     * The alignment a model file needs: {@link KvAlignment#START} when its graph runs GroupQueryAttention
+     * (the model builder's attention), else {@link KvAlignment#END}. Reads the node list only, skipping the
+     * initializers (weights embedded in the file are streamed past, not loaded).
+     */
+    static KvAlignment alignment(Path modelFile) throws IOException {
+        return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? KvAlignment.START : KvAlignment.END;
+    }
+
+    /** {@link #alignment}, every failure to read the file a {@link ModelLoadException} naming it. */
+    static KvAlignment alignmentOf(Path modelFile) {
+        try {
+            return alignment(modelFile);
+        } catch (IOException | RuntimeException e) {
+            throw new ModelLoadException("Cannot read the graph of " + modelFile + ": " + e.getMessage(), e);
+        }
+    }
+
+    static boolean hasOp(Path modelFile, String opType) throws IOException {
+        try (InputStream in = Files.newInputStream(modelFile)) {
+            CodedInputStream model = CodedInputStream.newInstance(in);
+            model.setSizeLimit(Integer.MAX_VALUE);
+            while (true) {
+                int tag = model.readTag();
+                if (tag == 0) return false;
+                // ModelProto.graph = 7 (GraphProto), GraphProto.node = 1 (NodeProto), NodeProto.op_type = 4
+                if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                    int limit = model.pushLimit(model.readRawVarint32());
+                    boolean found = graphHasOp(model, opType);
+                    model.popLimit(limit);
+                    if (found) return true;
+                } else if (!model.skipField(tag)) {
+                    return false;
+                }
+            }
+        }
+    }
+
+    private static boolean graphHasOp(CodedInputStream graph, String opType) throws IOException {
+        while (!graph.isAtEnd()) {
+            int tag = graph.readTag();
+            if (WireFormat.getTagFieldNumber(tag) == 1 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                int limit = graph.pushLimit(graph.readRawVarint32());
+                while (!graph.isAtEnd()) {
+                    int t = graph.readTag();
+                    if (WireFormat.getTagFieldNumber(t) == 4 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                        if (opType.equals(graph.readStringRequireUtf8())) {
+                            graph.popLimit(limit);
+                            return true;
+                        }
+                    } else {
+                        graph.skipField(t);
+                    }
+                }
+                graph.popLimit(limit);
+            } else {
+                graph.skipField(tag);
+            }
+        }
+        return false;
+    }
+}
