@@ -35,25 +35,30 @@ public final class Parsers {
      * The parser for an output constrained to one forced call: the model's own when its format is
      * JSON the grammar can write (hermes, llama3_json); otherwise the call is written as a
      * llama3_json object (as vLLM forces calls as plain JSON for every format) and read back as
-     * one, with the model's format still deciding the call ids.
+     * one, with the model's format still deciding the call ids. The whole output is the call, so an
+     * output cut short (max_tokens) is read as far as it got: the call begun, with the arguments
+     * written so far (what {@link ToolCallParser#progress} already streamed), never the format's markup as content.
      */
     public static ToolCallParser forcedCalls(ToolCallParser model) {
-        if (model == null || model.name().equals("hermes") || model.name().equals("llama3_json")) return model;
-        ToolCallParser json = TOOL_CALLS.get("llama3_json");
+        if (model == null) return null;
+        ToolCallParser written = model.name().equals("hermes") || model.name().equals("llama3_json") ? model : TOOL_CALLS.get("llama3_json");
         return new ToolCallParser() {
             @Override
             public String name() {
-                return "llama3_json";
+                return written.name();
             }
 
             @Override
             public Result parse(String text, Map<String, Map<String, Object>> tools) {
-                return json.parse(text, tools);
+                Result whole = written.parse(text, tools);
+                if (!whole.calls().isEmpty()) return whole;
+                Progress cut = written.progress(text, tools);
+                return new Result(cut.content().isEmpty() ? null : cut.content(), cut.calls());
             }
 
             @Override
             public Progress progress(String text, Map<String, Map<String, Object>> tools) {
-                return json.progress(text, tools);
+                return written.progress(text, tools);
             }
 
             @Override
