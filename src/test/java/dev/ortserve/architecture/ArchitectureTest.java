@@ -105,6 +105,16 @@ class ArchitectureTest {
     }
 
     @Test
+    void theApiNeverUsesTheStore() {
+        // conversations are read and written below the protocols; a WebSocket connection's unstored turns are a
+        // service.responses.ConnectionTurns it holds without seeing what is inside
+        noClasses().that().resideInAPackage(API)
+                .should().dependOnClassesThat().resideInAPackage("dev.ortserve.store..")
+                .because("the api frames what the services answer: where a conversation is kept is the services' business")
+                .check(classes);
+    }
+
+    @Test
     void theStoreKnowsNoServiceEngineOrApi() {
         noClasses().that().resideInAPackage("dev.ortserve.store..")
                 .should().dependOnClassesThat().resideInAnyPackage(API, "dev.ortserve.service..", "dev.ortserve.engine..", "dev.ortserve.embedding..")

@@ -13,10 +13,10 @@ import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.api.model.ErrorResponse;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.logging.AccessRecord;
+import dev.ortserve.service.responses.ConnectionTurns;
 import dev.ortserve.service.ShutdownDrain;
 import dev.ortserve.protocol.openai.responses.ResponseRun;
 import dev.ortserve.protocol.openai.responses.ResponsesService;
-import dev.ortserve.store.Conversation;
 import io.quarkus.vertx.http.HttpServerOptionsCustomizer;
 import io.quarkus.vertx.http.runtime.filters.QuarkusRequestWrapper;
 import io.smallrye.mutiny.Uni;
@@ -43,8 +43,6 @@ import org.jboss.resteasy.reactive.server.ServerExceptionMapper;
 
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import java.util.Set;
 
 /**
@@ -192,7 +190,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         private final Context context;
         private final long maxMessage;
         /** Turns this connection made that the store cannot give back (unstored, or continuing one), most recent last. */
-        private final LinkedHashMap<String, Conversation> turns;
+        private final ConnectionTurns turns;
         private Buffer message;
         private boolean messageText;
         private boolean discarding;
@@ -215,13 +213,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             this.context = context;
             this.requestId = requestId;
             this.maxMessage = config.websocket().maxMessageSize().asLongValue();
-            int keep = Math.max(0, config.websocket().maxCachedResponses());
-            this.turns = new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<String, Conversation> eldest) {
-                    return size() > keep;
-                }
-            };
+            this.turns = new ConnectionTurns(config.websocket().maxCachedResponses());
         }
 
         void open() {
@@ -371,9 +363,8 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             running = true;
             created++;
             cancelIdle();
-            Conversation parent = previous == null ? null : turns.get(previous);
-            boolean keep = Boolean.FALSE.equals(req.getStore()) || parent != null;
-            Uni.createFrom().deferred(() -> responses.start(req, owner, parent == null ? null : id -> parent, generate))
+            boolean keep = Boolean.FALSE.equals(req.getStore()) || previous != null && turns.holds(previous);
+            Uni.createFrom().deferred(() -> responses.start(req, owner, turns, generate))
                     .subscribe().with(run -> onContext(() -> stream(run, previous, keep)),
                             failure -> onContext(() -> {
                                 failed(previous, failure);
@@ -401,7 +392,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
 
         /** A response.create that failed: its error event, and a continuation's cached parent is dropped (no retry from stale state). */
         private void failed(String previous, Throwable failure) {
-            if (previous != null) turns.remove(previous);
+            if (previous != null) turns.forget(previous);
             send(errorEvent(asApiError(failure)));
         }
 
@@ -460,7 +451,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                         finish(); // before the event goes out: a client may send its next response.create the moment it reads it
                     } else if ("response.failed".equals(type)) {
                         if (access != null) access.errorCode("response_failed");
-                        if (previous != null) turns.remove(previous);
+                        if (previous != null) turns.forget(previous);
                         finish();
                     }
                     ws.writeTextMessage(event.data());
@@ -470,8 +461,7 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             private void remember(String data) {
                 try {
                     JsonNode response = mapper.readTree(data).get("response");
-                    Conversation conversation = run.conversationWith(response);
-                    turns.put(run.id(), conversation);
+                    run.keepIn(turns, response);
                 } catch (Exception e) {
                     LOG.warnf("Response %s could not be kept for continuation on its connection: %s", run.id(), e.toString());
                 }

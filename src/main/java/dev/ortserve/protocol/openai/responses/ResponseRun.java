@@ -4,19 +4,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.service.error.GenerationFailedException;
-import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.ServiceException;
-import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.Finish;
 import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ChatDeltaStream;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.OutputParsers;
-import dev.ortserve.store.ConversationFullException;
-import dev.ortserve.store.RecordTooLargeException;
+import dev.ortserve.service.responses.ConnectionTurns;
 import dev.ortserve.store.ResponseStore;
-import dev.ortserve.store.StoreUnavailableException;
 import dev.ortserve.store.StoredResponse;
 import dev.ortserve.service.responses.BackgroundRun;
 import dev.ortserve.service.responses.StoreFailures;
@@ -139,14 +135,14 @@ public final class ResponseRun implements BackgroundRun {
     }
 
     /**
-     * The conversation that ends with this turn, {@code response} (the final object of its
-     * stream) as the turn's response: what a WebSocket connection keeps of the responses it made
-     * to continue them without the store.
+     * Keeps the conversation that ends with this turn in {@code turns}, {@code response} (the final object of its
+     * stream) as the turn's response: what a WebSocket connection holds of the responses it made to continue them
+     * without the store.
      */
-    public dev.ortserve.store.Conversation conversationWith(com.fasterxml.jackson.databind.JsonNode response) {
+    public void keepIn(ConnectionTurns turns, com.fasterxml.jackson.databind.JsonNode response) {
         List<StoredResponse> chain = new ArrayList<>(continued == null ? List.of() : continued.chain());
         chain.add(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
-        return new dev.ortserve.store.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes());
+        turns.keep(draft.id, new dev.ortserve.store.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes()));
     }
 
     // ------------------------------------------------------------------ streaming

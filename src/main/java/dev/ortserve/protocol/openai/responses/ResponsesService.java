@@ -23,6 +23,7 @@ import dev.ortserve.service.generation.CompletionService;
 import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
+import dev.ortserve.service.responses.ConnectionTurns;
 import dev.ortserve.store.Conversation;
 import dev.ortserve.store.ResponseIds;
 import dev.ortserve.store.ResponseStore;
@@ -89,7 +90,7 @@ public class ResponsesService {
      * WebSocket connection's unstored responses): {@code local} is asked for the chain that ends
      * at {@code previous_response_id} first, the store only when it has none.
      */
-    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, java.util.function.Function<String, Conversation> local) {
+    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, ConnectionTurns local) {
         return start(req, owner, local, true);
     }
 
@@ -98,13 +99,12 @@ public class ResponsesService {
      * is checked and its prompt prefilled (one token generated and dropped, so the prefix cache holds
      * the prompt for the next request), and the response completes with no output.
      */
-    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, java.util.function.Function<String, Conversation> local,
-                                  boolean generate) {
+    public Uni<ResponseRun> start(CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
         host.requireModel(req.getModel());
         checkRequest(req);
         String previous = req.getPreviousResponseId();
         if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null, generate));
-        Conversation held = local == null ? null : local.apply(previous);
+        Conversation held = local == null ? null : local.get(previous);
         if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held, generate).continuing(held));
         return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
             if (conversation == null) {
