@@ -1,6 +1,11 @@
 package dev.ortserve.service.structured;
 
 import dev.ortserve.engine.grammar.Nfa;
+import dev.ortserve.service.structured.RegexSyntax.Alt;
+import dev.ortserve.service.structured.RegexSyntax.Chars;
+import dev.ortserve.service.structured.RegexSyntax.Node;
+import dev.ortserve.service.structured.RegexSyntax.Repeat;
+import dev.ortserve.service.structured.RegexSyntax.Seq;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
@@ -62,22 +67,6 @@ final class LarkGrammar {
     }
 
     // ------------------------------------------------------------------ the language
-
-    interface Node {
-    }
-
-    /** One character from a set: {@code ascii[c]} for ASCII, every other BMP character when {@code nonAscii}, plus {@code extra} code points. */
-    record Chars(boolean[] ascii, boolean nonAscii, int[] extra) implements Node {
-    }
-
-    record Seq(List<Node> parts) implements Node {
-    }
-
-    record Alt(List<Node> options) implements Node {
-    }
-
-    record Repeat(Node part, int min, int max) implements Node {
-    }
 
     record Ref(String name) implements Node {
     }
@@ -433,32 +422,17 @@ final class LarkGrammar {
     }
 
     private static Chars single(int cp) {
-        boolean[] set = new boolean[128];
-        if (cp < 128) {
-            set[cp] = true;
-            return new Chars(set, false, new int[0]);
-        }
-        return new Chars(set, false, new int[] {cp});
+        return RegexSyntax.single(cp);
     }
 
     private Node range(int lo, int hi) {
         boolean[] set = new boolean[128];
         List<Integer> extra = new ArrayList<>();
-        addRange(set, extra, lo, hi);
-        return new Chars(set, false, extra.stream().mapToInt(Integer::intValue).toArray());
-    }
-
-    private void addRange(boolean[] set, List<Integer> extra, int lo, int hi) {
-        if (hi >= 128 && hi - Math.max(lo, 128) > 1000) throw error("ranges of more than 1000 non-ASCII characters are not supported");
-        for (int c = lo; c <= hi; c++) {
-            if (c < 128) set[c] = true;
-            else extra.add(c);
-        }
+        if (!RegexSyntax.addRange(set, extra, lo, hi)) throw error(RegexSyntax.TOO_WIDE);
+        return new Chars(set, false, RegexSyntax.ints(extra));
     }
 
     // ------------------------------------------------------------------ regular expressions (Python syntax)
-
-    private int regexEnd;
 
     private Node regex() {
         int start = ++at;
@@ -477,252 +451,11 @@ final class LarkGrammar {
         int flagsEnd = flagsAt;
         while (flagsEnd < text.length() && "imslux".indexOf(text.charAt(flagsEnd)) >= 0) flagsEnd++;
         if (flagsEnd > flagsAt) throw error("regular expression flags ('" + text.substring(flagsAt, flagsEnd) + "') are not supported");
-        regexEnd = end;
-        Node n = rxAlternatives();
-        if (at != end) throw error("unexpected '" + text.charAt(at) + "' in /" + text.substring(start, end) + "/");
+        String expression = text.substring(start, end);
+        Node n = RegexSyntax.parse(text, start, end, RegexSyntax.Dialect.PYTHON,
+                (position, what) -> error(what + " (in the regular expression /" + expression + "/)")).node();
         at = flagsEnd;
         return n;
-    }
-
-    private boolean rxMore() {
-        return at < regexEnd;
-    }
-
-    private Node rxAlternatives() {
-        List<Node> options = new ArrayList<>();
-        options.add(rxSequence());
-        while (rxMore() && text.charAt(at) == '|') {
-            at++;
-            options.add(rxSequence());
-        }
-        return options.size() == 1 ? options.get(0) : new Alt(options);
-    }
-
-    private Node rxSequence() {
-        List<Node> parts = new ArrayList<>();
-        while (rxMore() && text.charAt(at) != '|' && text.charAt(at) != ')') parts.add(rxQuantified(rxAtom()));
-        return parts.size() == 1 ? parts.get(0) : new Seq(parts);
-    }
-
-    private Node rxQuantified(Node atom) {
-        while (rxMore()) {
-            char c = text.charAt(at);
-            int min;
-            int max;
-            if (c == '*') {
-                min = 0;
-                max = -1;
-                at++;
-            } else if (c == '+') {
-                min = 1;
-                max = -1;
-                at++;
-            } else if (c == '?') {
-                min = 0;
-                max = 1;
-                at++;
-            } else if (c == '{' && text.substring(at, regexEnd).matches("\\{[0-9]*(,[0-9]*)?}.*")) {
-                int close = text.indexOf('}', at);
-                String body = text.substring(at + 1, close);
-                String[] bounds = body.split(",", -1);
-                try {
-                    min = bounds[0].isEmpty() ? 0 : Integer.parseInt(bounds[0]);
-                    max = bounds.length == 1 ? min : bounds[1].isEmpty() ? -1 : Integer.parseInt(bounds[1]);
-                } catch (NumberFormatException e) {
-                    throw error("invalid repetition '{" + body + "}'");
-                }
-                if (min > 1000 || max > 1000 || (max >= 0 && max < min)) throw error("repetition '{" + body + "}' out of range (at most 1000)");
-                at = close + 1;
-            } else {
-                return atom;
-            }
-            if (rxMore() && text.charAt(at) == '?') at++; // lazy: same language
-            if (rxMore() && text.charAt(at) == '+') throw error("possessive quantifiers are not supported");
-            atom = new Repeat(atom, min, max);
-        }
-        return atom;
-    }
-
-    private Node rxAtom() {
-        char c = text.charAt(at);
-        switch (c) {
-            case '(' -> {
-                at++;
-                if (text.startsWith("?:", at)) {
-                    at += 2;
-                } else if (text.startsWith("?P<", at)) {
-                    int close = text.indexOf('>', at);
-                    if (close < 0 || close >= regexEnd) throw error("a named group is not closed");
-                    at = close + 1;
-                } else if (text.startsWith("?", at)) {
-                    throw error("lookaround, inline flags and other '(?' groups are not supported in regular expressions");
-                }
-                Node inner = rxAlternatives();
-                if (!rxMore() || text.charAt(at) != ')') throw error("a group in a regular expression is not closed");
-                at++;
-                return inner;
-            }
-            case '[' -> {
-                return rxClass();
-            }
-            case '.' -> {
-                at++;
-                boolean[] set = new boolean[128];
-                java.util.Arrays.fill(set, true);
-                set['\n'] = false;
-                return new Chars(set, true, new int[0]);
-            }
-            case '\\' -> {
-                at++;
-                boolean[] set = new boolean[128];
-                List<Integer> extra = new ArrayList<>();
-                boolean nonAscii = rxEscape(set, extra, false);
-                return new Chars(set, nonAscii, extra.stream().mapToInt(Integer::intValue).toArray());
-            }
-            case '^', '$' -> throw error("anchors ('^', '$') are not supported in regular expressions");
-            case '*', '+', '?' -> throw error("nothing to repeat in a regular expression");
-            default -> {
-                int cp = text.codePointAt(at);
-                at += Character.charCount(cp);
-                return single(cp);
-            }
-        }
-    }
-
-    /** Reads an escape (after the backslash) into the set; true when it stands for every non-ASCII character too. */
-    private boolean rxEscape(boolean[] set, List<Integer> extra, boolean inClass) {
-        if (at >= regexEnd) throw error("a regular expression ends with a backslash");
-        char e = text.charAt(at++);
-        switch (e) {
-            case 'd' -> fill(set, '0', '9');
-            case 'w' -> word(set);
-            case 's' -> {
-                for (char s : new char[] {' ', '\t', '\n', '\r', '\f', '\u000B'}) set[s] = true;
-            }
-            case 'D', 'W', 'S' -> {
-                boolean[] p = new boolean[128];
-                if (e == 'D') fill(p, '0', '9');
-                else if (e == 'W') word(p);
-                else for (char s : new char[] {' ', '\t', '\n', '\r', '\f', '\u000B'}) p[s] = true;
-                for (int c = 0; c < 128; c++) if (!p[c]) set[c] = true;
-                return true;
-            }
-            case 'n' -> set['\n'] = true;
-            case 't' -> set['\t'] = true;
-            case 'r' -> set['\r'] = true;
-            case 'f' -> set['\f'] = true;
-            case 'v' -> set['\u000B'] = true;
-            case 'a' -> set[7] = true;
-            case '0' -> set[0] = true;
-            case 'x', 'u' -> {
-                int cp = hex(e == 'x' ? 2 : 4);
-                if (cp < 128) set[cp] = true;
-                else extra.add(cp);
-            }
-            case 'b' -> {
-                if (!inClass) throw error("word boundaries ('\\b') are not supported in regular expressions");
-                set['\b'] = true;
-            }
-            default -> {
-                if (Character.isLetterOrDigit(e)) throw error("the escape '\\" + e + "' is not supported in regular expressions");
-                if (e < 128) set[e] = true;
-                else extra.add((int) e);
-            }
-        }
-        return false;
-    }
-
-    private static void word(boolean[] set) {
-        fill(set, 'a', 'z');
-        fill(set, 'A', 'Z');
-        fill(set, '0', '9');
-        set['_'] = true;
-    }
-
-    private static void fill(boolean[] set, char lo, char hi) {
-        for (int c = lo; c <= hi; c++) set[c] = true;
-    }
-
-    private Node rxClass() {
-        at++; // [
-        boolean negated = rxMore() && text.charAt(at) == '^';
-        if (negated) at++;
-        boolean[] set = new boolean[128];
-        List<Integer> extra = new ArrayList<>();
-        boolean nonAscii = false;
-        boolean first = true;
-        while (rxMore() && (text.charAt(at) != ']' || first)) {
-            first = false;
-            int c = text.codePointAt(at);
-            if (c == '\\') {
-                at++;
-                int before = at;
-                char e = at < regexEnd ? text.charAt(at) : 0;
-                boolean[] one = new boolean[128];
-                List<Integer> oneExtra = new ArrayList<>();
-                boolean all = rxEscape(one, oneExtra, true);
-                int single = singleChar(one, oneExtra);
-                if (!all && single >= 0 && "dwsDWS".indexOf(e) < 0 && rangeFollows()) {
-                    at++; // -
-                    addRange(set, extra, single, classEnd(single));
-                } else {
-                    for (int x = 0; x < 128; x++) set[x] |= one[x];
-                    extra.addAll(oneExtra);
-                    nonAscii |= all;
-                }
-                if (at == before) throw error("invalid escape in a character class");
-                continue;
-            }
-            at += Character.charCount(c);
-            if (rangeFollows()) {
-                at++; // -
-                addRange(set, extra, c, classEnd(c));
-            } else if (c < 128) {
-                set[c] = true;
-            } else {
-                extra.add(c);
-            }
-        }
-        if (!rxMore()) throw error("a character class in a regular expression is not closed");
-        at++; // ]
-        if (!negated) return new Chars(set, nonAscii, extra.stream().mapToInt(Integer::intValue).toArray());
-        boolean[] complement = new boolean[128];
-        for (int x = 0; x < 128; x++) complement[x] = !set[x];
-        // a negated class naming non-ASCII characters is narrowed to ASCII (a subset of its language)
-        return new Chars(complement, !nonAscii && extra.isEmpty(), new int[0]);
-    }
-
-    private boolean rangeFollows() {
-        return at + 1 < regexEnd && text.charAt(at) == '-' && text.charAt(at + 1) != ']';
-    }
-
-    /** The upper end of a range (after the dash), checked against its lower end. */
-    private int classEnd(int lo) {
-        int hi;
-        if (text.charAt(at) == '\\') {
-            at++;
-            boolean[] one = new boolean[128];
-            List<Integer> oneExtra = new ArrayList<>();
-            if (rxEscape(one, oneExtra, true)) throw error("a class escape cannot end a range");
-            hi = singleChar(one, oneExtra);
-            if (hi < 0) throw error("a class escape cannot end a range");
-        } else {
-            hi = text.codePointAt(at);
-            at += Character.charCount(hi);
-        }
-        if (hi < lo) throw error("a reversed range in a character class");
-        return hi;
-    }
-
-    private static int singleChar(boolean[] set, List<Integer> extra) {
-        int found = -1;
-        for (int c = 0; c < 128; c++) {
-            if (!set[c]) continue;
-            if (found >= 0) return -1;
-            found = c;
-        }
-        if (extra.size() == 1 && found < 0) return extra.get(0);
-        return extra.isEmpty() ? found : -1;
     }
 
     // ------------------------------------------------------------------ automaton (JSON string content)

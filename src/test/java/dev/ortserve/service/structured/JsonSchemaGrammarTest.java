@@ -139,4 +139,17 @@ class JsonSchemaGrammarTest {
         assertTrue(assertThrows(SchemaException.class, () -> dfa("{\"$ref\":\"https://example.com/s.json\"}")).getMessage().contains("local"));
         assertTrue(assertThrows(SchemaException.class, () -> dfa("{\"type\":\"integer\",\"minimum\":5,\"maximum\":2}")).getMessage().contains("No integer"));
     }
+
+    @Test
+    void patternsReadEcmaEscapesAndKeepTheirAnchors() throws Exception {
+        // the pattern front end is the one Lark's /regex/ terminals use: \xHH and \\uHHHH name characters as ECMA-262 says
+        ByteDfa hex = dfa("{\"type\":\"string\",\"pattern\":\"^\\\\x41\\\\u0042[\\\\x30-\\\\x39]{2}$\"}");
+        assertTrue(accepts(hex, "\"AB42\""));
+        assertFalse(accepts(hex, "\"AB4\""));
+        assertFalse(accepts(hex, "\"xAB42\""), "anchored at the start");
+        ByteDfa escapedDollar = dfa("{\"type\":\"string\",\"pattern\":\"^a\\\\$\"}");
+        assertTrue(accepts(escapedDollar, "\"a$tail\""), "an escaped $ is a character, not the end anchor");
+        assertTrue(assertThrows(SchemaException.class, () -> dfa("{\"type\":\"string\",\"pattern\":\"a{2\"}")).getMessage().contains("'{'"));
+        assertTrue(assertThrows(SchemaException.class, () -> dfa("{\"type\":\"string\",\"pattern\":\"a$b\"}")).getMessage().contains("anchors"));
+    }
 }
