@@ -46,7 +46,7 @@ public final class ChatTurn {
      * the model, and the turn's grammar applies. With parsers active, special tokens stay in the
      * text, since parsers read the markers.
      */
-    public CompletionCall call(ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
+    CompletionCall call(ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
         SamplingRequest.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), promptParam);
         if (parsers.active()) sampling.skipSpecialTokens(Boolean.FALSE);
         SamplingRequest request = sampling.build();

@@ -6,10 +6,18 @@ import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.parse.Parsers;
 import dev.ortserve.service.structured.StructuredOutputs;
+import dev.ortserve.service.generation.SamplingRequest;
+import dev.ortserve.service.prompt.ChatPromptRenderer;
+import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
 
-/** Prepares chat turns: one place that decides a turn's grammar and output parsers, for chat completions and Responses. */
+import java.util.function.Function;
+
+/**
+ * Prepares and starts chat turns: one place that decides a turn's grammar and output parsers and renders its prompt into
+ * the call to admit, for chat completions, Responses and Messages.
+ */
 @ApplicationScoped
 public class ChatTurns {
 
@@ -18,6 +26,21 @@ public class ChatTurns {
 
     @Inject
     StructuredOutputs structured;
+
+    /**
+     * The one start of a chat turn: the prompt rendered (on a worker thread when the request brings its own template),
+     * then the call built for it with the sampling {@code sampling} gives for that prompt (Messages lowers max_tokens to
+     * what the context leaves). {@code promptParam} names the request field at fault when the prompt leaves no room.
+     */
+    public Uni<StartedTurn> start(ChatTurn turn, ChatPromptRenderer.Request prompt, Function<ChatPromptRenderer.Prompt, SamplingRequest.Builder> sampling,
+                                  int n, String promptParam) {
+        return host.chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
+    }
+
+    /** {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses: truncation). */
+    public StartedTurn start(ChatTurn turn, ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
+        return new StartedTurn(turn, prompt, turn.call(prompt, sampling, n, promptParam));
+    }
 
     public ChatTurn prepare(ChatTurnRequest request) {
         TokenConstraint constraint = constraint(request);

@@ -95,13 +95,13 @@ public class MessagesProtocol {
         Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
         List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
         int context = host.info().maxModelLen();
-        return host.chatPrompts().renderOffIoThread(c.prompt()).map(prompt -> {
+        return turns.start(c.turn(), c.prompt(), prompt -> {
             // max_tokens is a cap (Claude Code asks for 32000 whatever the model): lowered to what the context leaves
             int maxTokens = Math.max(1, Math.min(req.getMaxTokens(), context - prompt.tokenIds().length));
-            SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+            return SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                     .topK(req.getTopK()).maxTokens(maxTokens, "max_tokens").stop(stops);
-            return c.turn().call(prompt, sampling, 1, "messages");
-        }).flatMap(call -> {
+        }, 1, "messages").flatMap(started -> {
+            CompletionCall call = started.call();
             String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
             if (Boolean.TRUE.equals(req.getStream())) {
                 MessageEvents events = new MessageEvents(id, host.modelId(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,

@@ -27,6 +27,7 @@ import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.openai.WireAnswer;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.chat.ChatTurn;
+import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.error.InvalidRequestException;
@@ -115,21 +116,24 @@ public class ChatCompletionsProtocol {
                 Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
                 ChatMessages.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));
         // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
-        return host.chatPrompts().renderOffIoThread(promptRequest).flatMap(prompt -> generate(req, prompt, turn, n));
+        return turns.start(turn, promptRequest, prompt -> sampling(req), n, "messages").flatMap(started -> generate(req, started));
     }
 
-    private Uni<WireAnswer> generate(CreateChatCompletionRequest req, ChatPromptRenderer.Prompt prompt, ChatTurn turn, int n) {
-        OutputParsers parsing = turn.parsers();
+    private static SamplingRequest.Builder sampling(CreateChatCompletionRequest req) {
         boolean completionTokens = req.getMaxCompletionTokens() != null;
         Integer maxTokens = completionTokens ? req.getMaxCompletionTokens() : req.getMaxTokens();
         Integer topLogprobs = Boolean.TRUE.equals(req.getLogprobs()) ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
-        SamplingRequest.Builder sampling = SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
+        return SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP()).topK(req.getTopK())
                 .minP(req.getMinP()).repetitionPenalty(req.getRepetitionPenalty()).frequencyPenalty(req.getFrequencyPenalty())
                 .presencePenalty(req.getPresencePenalty()).logitBias(req.getLogitBias()).seed(req.getSeed())
                 .maxTokens(maxTokens, completionTokens ? "max_completion_tokens" : "max_tokens").minTokens(req.getMinTokens())
                 .ignoreEos(req.getIgnoreEos()).stop(req.getStop() == null ? null : req.getStop().values()).stopTokenIds(req.getStopTokenIds())
                 .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens()).topLogprobs(topLogprobs);
-        CompletionCall call = turn.call(prompt, sampling, n, "messages").withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
+    }
+
+    private Uni<WireAnswer> generate(CreateChatCompletionRequest req, StartedTurn started) {
+        OutputParsers parsing = started.parsers();
+        CompletionCall call = started.call().withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
         String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
         if (Boolean.TRUE.equals(req.getStream())) {

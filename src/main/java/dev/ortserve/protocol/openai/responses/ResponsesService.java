@@ -230,9 +230,9 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        CompletionCall call = turn.call(prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+        CompletionCall call = chatTurns.start(turn, prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
-                .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
+                .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input").call();
         CompletionCall.Reported sampling = call.reported();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
