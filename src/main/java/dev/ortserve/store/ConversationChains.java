@@ -1,5 +1,8 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.Conversation;
+import dev.ortserve.store.record.StoredResponse;
+
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;

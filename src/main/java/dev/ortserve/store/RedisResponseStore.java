@@ -1,5 +1,11 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.Conversation;
+import dev.ortserve.store.record.ResponseIds;
+import dev.ortserve.store.record.RunState;
+import dev.ortserve.store.record.StoredEvent;
+import dev.ortserve.store.record.StoredResponse;
+
 import io.quarkus.redis.datasource.ReactiveRedisDataSource;
 import io.smallrye.mutiny.Uni;
 import io.vertx.mutiny.redis.client.Response;

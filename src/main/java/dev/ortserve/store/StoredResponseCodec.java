@@ -1,5 +1,7 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.StoredResponse;
+
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;

@@ -1,5 +1,10 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.Conversation;
+import dev.ortserve.store.record.RunState;
+import dev.ortserve.store.record.StoredEvent;
+import dev.ortserve.store.record.StoredResponse;
+
 import io.micrometer.core.instrument.Timer;
 import io.smallrye.mutiny.Uni;
 

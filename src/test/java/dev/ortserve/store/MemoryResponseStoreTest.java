@@ -1,5 +1,7 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.ResponseIds;
+
 import org.junit.jupiter.api.Test;
 
 import java.time.Duration;

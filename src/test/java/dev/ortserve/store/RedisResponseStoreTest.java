@@ -1,5 +1,8 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.ResponseIds;
+import dev.ortserve.store.record.StoredResponse;
+
 import dev.ortserve.RedisServer;
 import dev.ortserve.RedisServerResource;
 import io.quarkus.redis.datasource.ReactiveRedisDataSource;

@@ -1,5 +1,11 @@
 package dev.ortserve.store;
 
+import dev.ortserve.store.record.Conversation;
+import dev.ortserve.store.record.ResponseIds;
+import dev.ortserve.store.record.RunState;
+import dev.ortserve.store.record.StoredEvent;
+import dev.ortserve.store.record.StoredResponse;
+
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;

@@ -1,7 +1,7 @@
 package dev.ortserve.service.responses;
 
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.store.StoredResponse;
+import dev.ortserve.store.record.StoredResponse;
 import io.smallrye.mutiny.Multi;
 
 /**

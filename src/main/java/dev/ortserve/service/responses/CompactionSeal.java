@@ -27,7 +27,6 @@ public class CompactionSeal {
     private static final String VERSION = "v1.";
     private static final SecureRandom RANDOM = new SecureRandom();
 
-
     @Inject
     OrtserveConfig config;
 

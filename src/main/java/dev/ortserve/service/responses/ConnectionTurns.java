@@ -1,6 +1,6 @@
 package dev.ortserve.service.responses;
 
-import dev.ortserve.store.Conversation;
+import dev.ortserve.store.record.Conversation;
 
 import java.util.LinkedHashMap;
 import java.util.Map;

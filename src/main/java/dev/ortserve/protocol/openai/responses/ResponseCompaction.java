@@ -14,9 +14,9 @@ import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
-import dev.ortserve.store.ResponseIds;
-import dev.ortserve.store.ResponseStore;
-import dev.ortserve.store.StoredResponse;
+import dev.ortserve.store.record.ResponseIds;
+import dev.ortserve.service.responses.Conversations;
+import dev.ortserve.store.record.StoredResponse;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
@@ -49,7 +49,7 @@ public class ResponseCompaction {
     CompletionService completions;
 
     @Inject
-    ResponseStore store;
+    Conversations conversations;
 
     @Inject
     CompactionSeal seal;
@@ -125,7 +125,7 @@ public class ResponseCompaction {
         }
         String previous = req.getPreviousResponseId();
         Uni<List<JsonNode>> earlier = previous == null ? Uni.createFrom().item(List.of())
-                : store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
+                : conversations.chain(previous, owner).map(conversation -> {
                     if (conversation == null) {
                         throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                                 "previous_response_not_found");

@@ -10,7 +10,7 @@ import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.service.responses.BackgroundRuns;
-import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.record.ResponseIds;
 
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;

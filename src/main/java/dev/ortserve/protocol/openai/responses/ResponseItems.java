@@ -21,7 +21,7 @@ import dev.ortserve.api.model.ResponseReasoningItem;
 import dev.ortserve.api.model.ResponseRefusal;
 import dev.ortserve.api.union.ResponseInputItem;
 import dev.ortserve.api.union.ResponsesInput;
-import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.record.ResponseIds;
 
 import java.util.ArrayList;
 import java.util.LinkedHashMap;

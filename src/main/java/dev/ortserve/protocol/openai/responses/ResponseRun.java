@@ -12,8 +12,8 @@ import dev.ortserve.parse.ChatDeltaStream;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.responses.ConnectionTurns;
-import dev.ortserve.store.ResponseStore;
-import dev.ortserve.store.StoredResponse;
+import dev.ortserve.service.responses.Conversations;
+import dev.ortserve.store.record.StoredResponse;
 import dev.ortserve.service.responses.BackgroundRun;
 import dev.ortserve.service.responses.StoreFailures;
 import io.smallrye.mutiny.Multi;
@@ -35,7 +35,7 @@ public final class ResponseRun implements BackgroundRun {
     private final Multi<ChoiceEvent> events;
     private final OutputParsers parsers;
     private final ObjectMapper mapper;
-    private final ResponseStore store;
+    private final Conversations conversations;
     private final String owner;
     private final ArrayNode input;
     private final java.util.function.ToIntFunction<String> tokenCount;
@@ -49,13 +49,13 @@ public final class ResponseRun implements BackgroundRun {
     /** A background run whose final record this replica wrote (its terminal event may still be on its way to the store). */
     private volatile boolean finishedHere;
 
-    ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, ResponseStore store,
+    ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, Conversations conversations,
                 String owner, ArrayNode input, java.util.function.ToIntFunction<String> tokenCount, int promptTokens) {
         this.draft = draft;
         this.events = events;
         this.parsers = parsers;
         this.mapper = mapper;
-        this.store = store;
+        this.conversations = conversations;
         this.owner = owner;
         this.input = input;
         this.tokenCount = tokenCount;
@@ -112,24 +112,18 @@ public final class ResponseRun implements BackgroundRun {
         if (!draft.store) return Uni.createFrom().voidItem();
         if (draft.background) {
             // the run ends once: a cancel or a lapsed lease may have ended it already
-            return store.finishRun(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input), null, false)
-                    .onFailure().transform(ResponseRun::storeFailure).invoke(won -> {
+            return conversations.finishRun(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input)).invoke(won -> {
                         endedElsewhere = !won;
                         finishedHere = won;
                     }).replaceWithVoid();
         }
-        return store.put(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input))
-                .onFailure().transform(ResponseRun::storeFailure);
-    }
-
-    static Throwable storeFailure(Throwable f) {
-        return StoreFailures.of(f);
+        return conversations.put(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
     }
 
     /** The conversation this turn continues (null for a first turn). */
-    private volatile dev.ortserve.store.Conversation continued;
+    private volatile dev.ortserve.store.record.Conversation continued;
 
-    ResponseRun continuing(dev.ortserve.store.Conversation conversation) {
+    ResponseRun continuing(dev.ortserve.store.record.Conversation conversation) {
         this.continued = conversation;
         return this;
     }
@@ -142,7 +136,7 @@ public final class ResponseRun implements BackgroundRun {
     public void keepIn(ConnectionTurns turns, com.fasterxml.jackson.databind.JsonNode response) {
         List<StoredResponse> chain = new ArrayList<>(continued == null ? List.of() : continued.chain());
         chain.add(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
-        turns.keep(draft.id, new dev.ortserve.store.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes()));
+        turns.keep(draft.id, new dev.ortserve.store.record.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes()));
     }
 
     // ------------------------------------------------------------------ streaming
@@ -227,7 +221,7 @@ public final class ResponseRun implements BackgroundRun {
             String done = response.path("status").asText().equals("incomplete") ? "response.incomplete" : "response.completed";
             return Multi.createFrom().uni(persist(response).map(v -> st.event(done, lifecycle(response)))
                     .onFailure().recoverWithItem(f -> {
-                        Throwable api = storeFailure(f);
+                        Throwable api = StoreFailures.of(f);
                         return st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage());
                     }));
         });

@@ -24,11 +24,11 @@ import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.service.responses.ConnectionTurns;
-import dev.ortserve.store.Conversation;
-import dev.ortserve.store.ResponseIds;
-import dev.ortserve.store.ResponseStore;
-import dev.ortserve.store.StoredResponse;
-import dev.ortserve.store.StoredResponseCodec;
+import dev.ortserve.service.responses.Conversations;
+import dev.ortserve.service.responses.StoreFailures;
+import dev.ortserve.store.record.Conversation;
+import dev.ortserve.store.record.ResponseIds;
+import dev.ortserve.store.record.StoredResponse;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -63,7 +63,7 @@ public class ResponsesService {
     CompletionService completions;
 
     @Inject
-    ResponseStore store;
+    Conversations conversations;
 
     @Inject
     OrtserveConfig config;
@@ -106,7 +106,7 @@ public class ResponsesService {
         if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null, generate));
         Conversation held = local == null ? null : local.get(previous);
         if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held, generate).continuing(held));
-        return store.chain(previous, owner).onFailure().transform(ResponseRun::storeFailure).map(conversation -> {
+        return conversations.chain(previous, owner).map(conversation -> {
             if (conversation == null) {
                 throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
@@ -242,7 +242,7 @@ public class ResponsesService {
         }
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(call);
-        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, store, owner, inputArray, host::countTokens, prompt.tokenIds().length);
+        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, conversations, owner, inputArray, host::countTokens, prompt.tokenIds().length);
         return generate ? run : run.warmUp();
     }
 
@@ -271,18 +271,7 @@ public class ResponsesService {
     /** Refuses, before generation, a turn that could not be stored within the caps even with an empty output. */
     private void checkFitsStore(ResponseDraft draft, String owner, ArrayNode input, Conversation conversation) {
         ObjectNode skeleton = draft.response("completed", List.of(), draft.usage(0, 0, 0, 0), null, null);
-        StoredResponse bare = new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input);
-        int size = StoredResponseCodec.sizeOf(StoredResponseCodec.encode(bare));
-        if (size > config.storeMaxRecordBytes()) {
-            throw new InvalidRequestException("input", "This turn is " + size + " bytes once stored before any output, over the per-response limit of "
-                    + config.storeMaxRecordBytes() + " bytes (ORTSERVE_STORE_MAX_RECORD_BYTES). Send less input, or 'store': false.",
-                    "response_too_large");
-        }
-        if (conversation != null && conversation.storedBytes() + size > config.storeMaxConversationBytes()) {
-            throw new InvalidRequestException("previous_response_id", "The conversation holds " + conversation.storedBytes()
-                    + " bytes and this turn's input adds " + size + ", over the per-conversation limit of " + config.storeMaxConversationBytes()
-                    + " bytes (ORTSERVE_STORE_MAX_CONVERSATION_BYTES). Start a new conversation.", "conversation_too_large");
-        }
+        conversations.checkFits(new StoredResponse(draft.id, draft.request.getPreviousResponseId(), owner, skeleton, input), conversation);
     }
 
     /**
@@ -339,7 +328,7 @@ public class ResponsesService {
 
     /** The stored response object (a running background response with its current status), or a 404. */
     public Uni<JsonNode> get(String id, String owner) {
-        return found(id, owner).flatMap(r -> background.settle(r, "failed").onFailure().transform(ResponseRun::storeFailure))
+        return found(id, owner).flatMap(r -> background.settle(r, "failed").onFailure().transform(StoreFailures::of))
                 .map(StoredResponse::response);
     }
 
@@ -360,7 +349,7 @@ public class ResponsesService {
     }
 
     public Uni<ObjectNode> delete(String id, String owner) {
-        return store.delete(id, owner).onFailure().transform(ResponseRun::storeFailure).map(deleted -> {
+        return conversations.delete(id, owner).map(deleted -> {
             if (!deleted) throw notFound(id);
             return mapper.createObjectNode().put("id", id).put("object", "response.deleted").put("deleted", true);
         });
@@ -404,12 +393,12 @@ public class ResponsesService {
                 throw new InvalidRequestException(null, "Only responses created with 'background': true can be cancelled; response '" + id
                         + "' was not.");
             }
-            return background.cancel(r).onFailure().transform(ResponseRun::storeFailure);
+            return background.cancel(r).onFailure().transform(StoreFailures::of);
         }).map(StoredResponse::response);
     }
 
     private Uni<StoredResponse> found(String id, String owner) {
-        return store.get(id, owner).onFailure().transform(ResponseRun::storeFailure).map(r -> {
+        return conversations.get(id, owner).map(r -> {
             if (r == null) throw notFound(id);
             return r;
         });

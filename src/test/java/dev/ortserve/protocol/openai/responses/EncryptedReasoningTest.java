@@ -17,7 +17,7 @@ import dev.ortserve.engine.TextTokenizer;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.parse.Parsers;
-import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.record.ResponseIds;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;

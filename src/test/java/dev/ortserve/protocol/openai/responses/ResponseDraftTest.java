@@ -5,7 +5,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.api.model.CreateResponseRequest;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.ToolCallParser;
-import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.record.ResponseIds;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;

@@ -13,7 +13,7 @@ import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.parse.Parsers;
-import dev.ortserve.store.ResponseIds;
+import dev.ortserve.store.record.ResponseIds;
 import io.smallrye.mutiny.Multi;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;

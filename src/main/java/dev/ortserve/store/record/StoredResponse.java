@@ -1,4 +1,4 @@
-package dev.ortserve.store;
+package dev.ortserve.store.record;
 
 import com.fasterxml.jackson.databind.JsonNode;
 

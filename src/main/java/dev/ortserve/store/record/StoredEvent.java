@@ -1,4 +1,4 @@
-package dev.ortserve.store;
+package dev.ortserve.store.record;
 
 /** One event of a background response's stream: its sequence_number and its complete SSE frame. */
 public record StoredEvent(long sequence, String frame) {

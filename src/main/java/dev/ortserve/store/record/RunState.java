@@ -1,4 +1,4 @@
-package dev.ortserve.store;
+package dev.ortserve.store.record;
 
 /**
  * Where a background response stands: its status (queued, in_progress, or a final one), how long
