@@ -200,7 +200,7 @@ public class MemoryResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalEvent, boolean onlyIfLapsed) {
         return Uni.createFrom().item(() -> {
             String encoded = encodeWithinCap(last);
             synchronized (this) {
@@ -210,7 +210,7 @@ public class MemoryResponseStore implements ResponseStore {
                 write(last.id(), encoded);
                 run.status = last.response().path("status").asText();
                 run.cancel = false;
-                if (terminalFrame != null) run.events.add(terminalFrame.replaceFirst("\"sequence_number\":-1", "\"sequence_number\":" + run.events.size()));
+                if (terminalEvent != null) run.events.add(terminalEvent.replaceFirst("\"sequence_number\":-1", "\"sequence_number\":" + run.events.size()));
                 return true;
             }
         });
@@ -230,7 +230,7 @@ public class MemoryResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Void> appendEvents(String id, long first, List<String> frames) {
+    public Uni<Void> appendEvents(String id, long first, List<String> events) {
         return Uni.createFrom().item(() -> {
             synchronized (this) {
                 Run run = run(id);
@@ -238,7 +238,7 @@ public class MemoryResponseStore implements ResponseStore {
                 if (run.events.size() != first) {
                     throw new IllegalStateException("event " + first + " of " + id + " follows event " + (run.events.size() - 1));
                 }
-                run.events.addAll(frames);
+                run.events.addAll(events);
             }
             return null;
         });

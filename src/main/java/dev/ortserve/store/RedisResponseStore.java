@@ -226,13 +226,13 @@ public class RedisResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalEvent, boolean onlyIfLapsed) {
         String encoded = StoredResponseCodec.encode(last);
         int size = StoredResponseCodec.sizeOf(encoded);
         if (size > maxRecordBytes) return Uni.createFrom().failure(new RecordTooLargeException(size, maxRecordBytes));
         return guarded(redis.execute("EVAL", FINISH, "2", key(last.id()), eventsKey(last.id()), last.id(), encoded, Integer.toString(size),
                 Long.toString(maxConversationBytes), Long.toString(ttl.toMillis()), last.owner(), last.response().path("status").asText(),
-                onlyIfLapsed ? "1" : "0", terminalFrame == null ? "" : terminalFrame)).map(reply -> {
+                onlyIfLapsed ? "1" : "0", terminalEvent == null ? "" : terminalEvent)).map(reply -> {
             int result = reply.get(0).toInteger();
             if (result == -1) throw new ConversationFullException(reply.get(1).toLong(), size, maxConversationBytes);
             return result == 1;
@@ -245,10 +245,10 @@ public class RedisResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Void> appendEvents(String id, long first, List<String> frames) {
-        if (frames.isEmpty()) return Uni.createFrom().voidItem();
+    public Uni<Void> appendEvents(String id, long first, List<String> events) {
+        if (events.isEmpty()) return Uni.createFrom().voidItem();
         List<String> args = new ArrayList<>(List.of("EVAL", APPEND, "1", eventsKey(id), Long.toString(ttl.toMillis()), Long.toString(first)));
-        args.addAll(frames);
+        args.addAll(events);
         return guarded(redis.execute(args.get(0), args.subList(1, args.size()).toArray(String[]::new))).replaceWithVoid();
     }
 

@@ -57,19 +57,19 @@ public interface ResponseStore {
     Uni<Integer> renewRun(String id, String status, java.time.Duration lease);
 
     /**
-     * Ends a run: stores its final record and status, and appends {@code terminalFrame} (when not
+     * Ends a run: stores its final record and status, and appends {@code terminalEvent} (when not
      * null) as the next event, its {@code "sequence_number":-1} replaced by that number, all in
      * one step and only while the run is still running (and, with {@code onlyIfLapsed}, only once
      * its lease has lapsed). True for the one caller that ended it. Fails with
      * {@link RecordTooLargeException} or {@link ConversationFullException} as {@link #put} does.
      */
-    Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed);
+    Uni<Boolean> finishRun(StoredResponse last, String terminalEvent, boolean onlyIfLapsed);
 
     /** Asks a running background response to stop, and tells every replica; false when it is not running. */
     Uni<Boolean> requestCancel(String id);
 
     /** Appends events with sequence numbers {@code first}, {@code first + 1}, ...; they expire with the conversation. */
-    Uni<Void> appendEvents(String id, long first, java.util.List<String> frames);
+    Uni<Void> appendEvents(String id, long first, java.util.List<String> events);
 
     /** Up to {@code max} events after sequence number {@code after} (-1: from the start), oldest first. */
     Uni<java.util.List<StoredEvent>> events(String id, long after, int max);

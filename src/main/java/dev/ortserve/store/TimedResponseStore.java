@@ -81,8 +81,8 @@ final class TimedResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Boolean> finishRun(StoredResponse last, String terminalFrame, boolean onlyIfLapsed) {
-        return timed(run, inner.finishRun(last, terminalFrame, onlyIfLapsed));
+    public Uni<Boolean> finishRun(StoredResponse last, String terminalEvent, boolean onlyIfLapsed) {
+        return timed(run, inner.finishRun(last, terminalEvent, onlyIfLapsed));
     }
 
     @Override
@@ -91,8 +91,8 @@ final class TimedResponseStore implements ResponseStore {
     }
 
     @Override
-    public Uni<Void> appendEvents(String id, long first, java.util.List<String> frames) {
-        return timed(events, inner.appendEvents(id, first, frames));
+    public Uni<Void> appendEvents(String id, long first, java.util.List<String> batch) {
+        return timed(events, inner.appendEvents(id, first, batch));
     }
 
     @Override

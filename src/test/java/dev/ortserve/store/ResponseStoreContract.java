@@ -190,7 +190,7 @@ abstract class ResponseStoreContract {
     }
 
     static String frame(String type, long sequence) {
-        return "event: " + type + "\ndata: {\"type\":\"" + type + "\",\"sequence_number\":" + sequence + "}\n\n";
+        return "{\"type\":\"" + type + "\",\"sequence_number\":" + sequence + "}";
     }
 
     @Test

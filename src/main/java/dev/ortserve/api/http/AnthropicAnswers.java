@@ -32,13 +32,9 @@ public class AnthropicAnswers {
     }
 
     private Multi<String> frames(Multi<MessagesAnswer.Event> events) {
-        return events.map(e -> frame(e.type(), json(e.payload())))
+        return events.map(e -> SseWriter.frame(e.type(), json(e.payload())))
                 .onFailure().recoverWithMulti(failure -> Multi.createFrom().item(
-                        frame("error", errors.anthropicJson(OpenAiAnswers.streamError(failure)))));
-    }
-
-    private static String frame(String type, String json) {
-        return "event: " + type + "\ndata: " + json + "\n\n";
+                        SseWriter.frame("error", errors.anthropicJson(OpenAiAnswers.streamError(failure)))));
     }
 
     private String json(Object payload) {

@@ -21,13 +21,13 @@ import java.util.concurrent.atomic.AtomicReference;
  * reads nothing for the stall timeout is cut off, and a client that goes away cancels the
  * upstream, which stops its generation.
  */
-public interface EventWire {
+public interface EventWire<T> {
 
     /** The client is gone, or this stream's output has ended: nothing more can be written. */
     boolean gone();
 
-    /** Writes one producer frame (one or more events). */
-    void write(String frame);
+    /** Writes one producer item (one step's events: an SSE text, or typed events a WebSocket sends one by one). */
+    void write(T item);
 
     boolean writeQueueFull();
 
@@ -47,9 +47,9 @@ public interface EventWire {
      * failed or been cancelled. Subscribes on the next turn of {@code context} (the Vert.x context
      * of the connection, when there is one), where every write then happens.
      */
-    static Uni<Void> pump(Multi<String> frames, EventWire wire, Context context, long stallMillis) {
+    static <T> Uni<Void> pump(Multi<T> frames, EventWire<T> wire, Context context, long stallMillis) {
         return Uni.createFrom().emitter(done -> {
-            Subscriber subscriber = new Subscriber(wire, context, stallMillis, () -> done.complete(null));
+            Subscriber<T> subscriber = new Subscriber<>(wire, context, stallMillis, () -> done.complete(null));
             // Subscribe on the next event-loop turn: tokens the engine already produced are written
             // synchronously on subscription, and the caller may still be setting up (Quarkus REST
             // must first finish registering its own handlers on an SSE response).
@@ -62,17 +62,17 @@ public interface EventWire {
     }
 
     /** One frame at a time, the next once the wire has drained. */
-    final class Subscriber implements MultiSubscriber<String> {
+    final class Subscriber<T> implements MultiSubscriber<T> {
         private static final Logger LOG = Logger.getLogger(EventWire.class);
 
-        private final EventWire wire;
+        private final EventWire<T> wire;
         private final Context context;
         private final long stallMillis;
         private final Runnable onFinish;
         private final AtomicReference<Flow.Subscription> upstream = new AtomicReference<>();
         private final AtomicBoolean finished = new AtomicBoolean();
 
-        Subscriber(EventWire wire, Context context, long stallMillis, Runnable onFinish) {
+        Subscriber(EventWire<T> wire, Context context, long stallMillis, Runnable onFinish) {
             this.wire = wire;
             this.context = context;
             this.stallMillis = stallMillis;
@@ -109,7 +109,7 @@ public interface EventWire {
         }
 
         @Override
-        public void onItem(String frame) {
+        public void onItem(T frame) {
             onContext(() -> {
                 if (finished.get() || wire.gone()) {
                     cancel();

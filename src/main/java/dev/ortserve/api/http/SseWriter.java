@@ -1,5 +1,7 @@
 package dev.ortserve.api.http;
 
+import dev.ortserve.service.responses.ResponseEvent;
+
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpHeaders;
@@ -33,8 +35,20 @@ public final class SseWriter {
         return stallMillis;
     }
 
+    /** One server-sent event: its {@code event:} line (the event's type) and its {@code data:} line, then a blank line. */
+    public static String frame(String type, String data) {
+        return "event: " + type + "\ndata: " + data + "\n\n";
+    }
+
+    /** A step's Responses events as one write. */
+    public static String frames(java.util.List<ResponseEvent> events) {
+        StringBuilder out = new StringBuilder();
+        for (ResponseEvent e : events) out.append(frame(e.type(), e.data()));
+        return out.toString();
+    }
+
     /**
-     * Streams {@code frames} (each a complete SSE frame, blank line included) and completes
+     * Streams {@code frames} (each one or more complete SSE frames, blank lines included) and completes
      * with a null Response once the stream has ended, failed or been cancelled.
      */
     public static Uni<Response> stream(HttpServerResponse response, Multi<String> frames) {
@@ -51,7 +65,7 @@ public final class SseWriter {
     }
 
     /** SSE frames as they are, on a chunked HTTP response. */
-    private record Sse(HttpServerResponse response) implements EventWire {
+    private record Sse(HttpServerResponse response) implements EventWire<String> {
         @Override
         public boolean gone() {
             return response.closed() || response.ended();

@@ -38,11 +38,11 @@ public class ResponsesResource implements ResponsesApi {
         String owner = edge.ownerOf(http);
         if (Boolean.TRUE.equals(req.getBackground())) {
             return responses.start(req, owner).flatMap(responses::startBackground).flatMap(queued -> stream
-                    ? responses.follow(queued.path("id").asText(), owner, -1).flatMap(events -> SseWriter.stream(http.response(), events))
+                    ? responses.follow(queued.path("id").asText(), owner, -1).flatMap(events -> SseWriter.stream(http.response(), events.map(SseWriter::frames)))
                     : Uni.createFrom().item(Response.ok(queued).build()));
         }
         return responses.start(req, owner).flatMap(run -> stream
-                ? SseWriter.stream(http.response(), run.frames())
+                ? SseWriter.stream(http.response(), run.events().map(SseWriter::frames))
                 : run.complete().map(r -> Response.ok(r).build()));
     }
 
@@ -57,7 +57,7 @@ public class ResponsesResource implements ResponsesApi {
         String owner = edge.ownerOf(http);
         if (Boolean.TRUE.equals(stream)) {
             return responses.follow(responseId, owner, startingAfter == null ? -1 : startingAfter)
-                    .flatMap(events -> SseWriter.stream(http.response(), events));
+                    .flatMap(events -> SseWriter.stream(http.response(), events.map(SseWriter::frames)));
         }
         if (startingAfter != null) {
             throw ApiException.invalidRequest("starting_after", "'starting_after' applies to a stream: add 'stream=true'.");

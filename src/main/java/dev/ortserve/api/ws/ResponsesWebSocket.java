@@ -14,6 +14,7 @@ import dev.ortserve.api.model.ErrorResponse;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.logging.AccessRecord;
 import dev.ortserve.service.responses.ConnectionTurns;
+import dev.ortserve.service.responses.ResponseEvent;
 import dev.ortserve.service.ShutdownDrain;
 import dev.ortserve.protocol.openai.responses.ResponseRun;
 import dev.ortserve.protocol.openai.responses.ResponsesService;
@@ -43,6 +44,7 @@ import org.jboss.resteasy.reactive.server.ServerExceptionMapper;
 
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.Set;
 
 /**
@@ -374,13 +376,13 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
 
         private void stream(ResponseRun run, String previous, boolean keep) {
             if (closed) {
-                run.frames().subscribe().with(f -> { }, f -> { }).cancel(); // admitted for a client that left: drop it
+                run.events().subscribe().with(f -> { }, f -> { }).cancel(); // admitted for a client that left: drop it
                 ended();
                 return;
             }
             Wire wire = new Wire(run, previous, keep);
             current = wire;
-            EventWire.pump(run.frames(), wire, context, SseWriter.stallMillis()).subscribe().with(v -> wire.finish(), f -> wire.finish());
+            EventWire.pump(run.events(), wire, context, SseWriter.stallMillis()).subscribe().with(v -> wire.finish(), f -> wire.finish());
         }
 
         private void ended() {
@@ -415,8 +417,8 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             else context.runOnContext(v -> action.run());
         }
 
-        /** The WebSocket writer of one response's events: each SSE event's JSON as one text message. */
-        private final class Wire implements EventWire {
+        /** The WebSocket writer of one response's events: each event's JSON as one text message. */
+        private final class Wire implements EventWire<List<ResponseEvent>> {
             private final ResponseRun run;
             private final String previous;
             private final boolean keep;
@@ -443,11 +445,11 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             }
 
             @Override
-            public void write(String frame) {
-                for (SseEvents.Event event : SseEvents.of(frame)) {
+            public void write(List<ResponseEvent> events) {
+                for (ResponseEvent event : events) {
                     String type = event.type();
                     if ("response.completed".equals(type) || "response.incomplete".equals(type)) {
-                        if (keep) remember(event.data());
+                        if (keep) run.keepIn(turns);
                         finish(); // before the event goes out: a client may send its next response.create the moment it reads it
                     } else if ("response.failed".equals(type)) {
                         if (access != null) access.errorCode("response_failed");
@@ -455,15 +457,6 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                         finish();
                     }
                     ws.writeTextMessage(event.data());
-                }
-            }
-
-            private void remember(String data) {
-                try {
-                    JsonNode response = mapper.readTree(data).get("response");
-                    run.keepIn(turns, response);
-                } catch (Exception e) {
-                    LOG.warnf("Response %s could not be kept for continuation on its connection: %s", run.id(), e.toString());
                 }
             }
 

@@ -15,8 +15,8 @@ public interface BackgroundRun {
     /** The record the run is stored with before it starts. */
     StoredResponse queued();
 
-    /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
-    Multi<String> frames();
+    /** The event stream: each element the events of one step. */
+    Multi<java.util.List<ResponseEvent>> events();
 
     /** Whether this replica has stored the run's end itself. */
     boolean finishedHere();

@@ -134,11 +134,11 @@ public class BackgroundRuns {
         return mapper.createObjectNode().put("code", code).put("message", message);
     }
 
-    /** A lifecycle event frame whose sequence number the store fills in ({@code -1} until then). */
-    String terminalFrame(String type, JsonNode response) {
+    /** A lifecycle event whose sequence number the store fills in ({@code -1} until then), as the store keeps events. */
+    String terminalEvent(String type, JsonNode response) {
         ObjectNode e = mapper.createObjectNode().put("type", type).put("sequence_number", -1);
         e.set("response", response);
-        return "event: " + type + "\ndata: " + e + "\n\n";
+        return e.toString();
     }
 
     // ------------------------------------------------------------------ reading
@@ -169,7 +169,7 @@ public class BackgroundRuns {
         }
         LOG.infof("Background response %s: its replica's lease lapsed; marking it %s", r.id(), status);
         return store.finishRun(new StoredResponse(r.id(), r.previousId(), r.owner(), response, r.input()),
-                terminalFrame("response.failed", response), true);
+                terminalEvent("response.failed", response), true);
     }
 
     /** Asks the run to stop, then waits (up to a lease and a bit) until it has ended; the response as it then stands. */
@@ -188,11 +188,11 @@ public class BackgroundRuns {
                 });
     }
 
-    /** The events after {@code after}, then the live ones, up to and with the terminal event. */
-    public Multi<String> follow(StoredResponse r, long after) {
+    /** The events after {@code after}, then the live ones, up to and with the terminal event (each element a batch read at once). */
+    public Multi<List<ResponseEvent>> follow(StoredResponse r, long after) {
         Cursor cursor = new Cursor(after);
         return Multi.createBy().repeating().uni(() -> cursor, c -> next(r, c)).until(batch -> batch == END)
-                .onItem().transformToIterable(batch -> batch).map(StoredEvent::frame);
+                .filter(batch -> !batch.isEmpty()).map(batch -> batch.stream().map(e -> ResponseEvent.of(e.event())).toList());
     }
 
     private static final List<StoredEvent> END = List.of();
@@ -258,7 +258,7 @@ public class BackgroundRuns {
             c.done = true;
             List<StoredEvent> last = new ArrayList<>();
             if (stored != null) {
-                last.add(new StoredEvent(c.after + 1, terminalFrame("response.failed", stored.response())
+                last.add(new StoredEvent(c.after + 1, terminalEvent("response.failed", stored.response())
                         .replace("\"sequence_number\":-1", "\"sequence_number\":" + (c.after + 1))));
             }
             return last;
@@ -268,12 +268,12 @@ public class BackgroundRuns {
     // ------------------------------------------------------------------ a run on this replica
 
     /** One background run generating here: its events go to the store in order, batched while a write is in flight. */
-    private final class Local implements MultiSubscriber<String> {
+    private final class Local implements MultiSubscriber<List<ResponseEvent>> {
         final BackgroundRun run;
         final AtomicBoolean ended = new AtomicBoolean();
         volatile Flow.Subscription subscription;
         volatile ScheduledFuture<?> renewal;
-        private final List<String> pending = new ArrayList<>();
+        private final List<ResponseEvent> pending = new ArrayList<>();
         private long nextSequence;
         private boolean writing;
         private boolean completed;
@@ -286,7 +286,7 @@ public class BackgroundRuns {
         void begin() {
             long every = Math.max(50, lease().toMillis() / 3);
             renewal = timers.scheduleAtFixedRate(this::renew, 0, every, TimeUnit.MILLISECONDS);
-            run.frames().subscribe().withSubscriber(this);
+            run.events().subscribe().withSubscriber(this);
         }
 
         private void renew() {
@@ -303,19 +303,17 @@ public class BackgroundRuns {
         }
 
         @Override
-        public void onItem(String frames) {
+        public void onItem(List<ResponseEvent> events) {
             if (ended.get()) return;
             synchronized (this) {
-                for (String frame : frames.split("(?<=\n\n)")) {
-                    if (!frame.isBlank()) pending.add(frame);
-                }
+                pending.addAll(events);
             }
             write();
         }
 
         @Override
         public void onFailure(Throwable failure) {
-            // ResponseRun turns failures into a response.failed frame; this is the last resort
+            // ResponseRun turns failures into a response.failed event; this is the last resort
             LOG.error("Background response " + run.id() + " failed", failure);
             stop("failed", error("server_error", "The server had an error while generating; the generation was stopped."));
         }
@@ -330,7 +328,7 @@ public class BackgroundRuns {
 
         /** Writes what is pending unless a write is in flight; once everything is written after the end, the run is done. */
         private void write() {
-            List<String> batch;
+            List<ResponseEvent> batch;
             long first;
             Runnable then = null;
             synchronized (this) {
@@ -358,9 +356,9 @@ public class BackgroundRuns {
             }
             if (completed && run.endedElsewhere()) {
                 // the run's end was written by someone else (a lapsed lease): its own terminal event must not follow
-                batch.removeIf(f -> new StoredEvent(0, f).terminal());
+                batch.removeIf(ResponseEvent::terminal);
             }
-            store.appendEvents(run.id(), first, batch).subscribe().with(v -> {
+            store.appendEvents(run.id(), first, batch.stream().map(ResponseEvent::data).toList()).subscribe().with(v -> {
                 synchronized (this) {
                     writing = false;
                 }
@@ -403,7 +401,7 @@ public class BackgroundRuns {
             java.util.concurrent.CompletableFuture<Void> stored = new java.util.concurrent.CompletableFuture<>();
             Runnable end = () -> {
                 StoredResponse last = run.interrupted(status, error);
-                store.finishRun(last, terminalFrame("response.failed", last.response()), false).subscribe().with(won -> {
+                store.finishRun(last, terminalEvent("response.failed", last.response()), false).subscribe().with(won -> {
                     LOG.infof("Background response %s %s", run.id(), won ? "ended as " + status : "had already ended");
                     finish();
                     stored.complete(null);

@@ -13,6 +13,7 @@ import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.responses.ConnectionTurns;
 import dev.ortserve.service.responses.Conversations;
+import dev.ortserve.service.responses.ResponseEvent;
 import dev.ortserve.store.record.StoredResponse;
 import dev.ortserve.service.responses.BackgroundRun;
 import dev.ortserve.service.responses.StoreFailures;
@@ -120,6 +121,9 @@ public final class ResponseRun implements BackgroundRun {
         return conversations.put(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
     }
 
+    /** The final object of the stream once it is built (what a WebSocket connection keeps of the turn). */
+    private volatile ObjectNode finalResponse;
+
     /** The conversation this turn continues (null for a first turn). */
     private volatile dev.ortserve.store.record.Conversation continued;
 
@@ -129,11 +133,12 @@ public final class ResponseRun implements BackgroundRun {
     }
 
     /**
-     * Keeps the conversation that ends with this turn in {@code turns}, {@code response} (the final object of its
-     * stream) as the turn's response: what a WebSocket connection holds of the responses it made to continue them
-     * without the store.
+     * Keeps the conversation that ends with this turn in {@code turns}, the final object of its stream as the turn's
+     * response: what a WebSocket connection holds of the responses it made to continue them without the store.
      */
-    public void keepIn(ConnectionTurns turns, com.fasterxml.jackson.databind.JsonNode response) {
+    public void keepIn(ConnectionTurns turns) {
+        ObjectNode response = finalResponse;
+        if (response == null) return;
         List<StoredResponse> chain = new ArrayList<>(continued == null ? List.of() : continued.chain());
         chain.add(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input));
         turns.keep(draft.id, new dev.ortserve.store.record.Conversation(List.copyOf(chain), continued == null ? 0 : continued.storedBytes()));
@@ -199,36 +204,37 @@ public final class ResponseRun implements BackgroundRun {
         events.subscribe().with(e -> { }, f -> { }).cancel();
     }
 
-    /** The event stream: each element one complete {@code event:}/{@code data:} frame. */
+    /** The event stream: each element the events of one step (the lifecycle events, one token's deltas, the end). */
     @Override
-    public Multi<String> frames() {
+    public Multi<List<ResponseEvent>> events() {
         StreamState st = new StreamState();
         current = st;
-        Multi<String> head = Multi.createFrom().items(() -> java.util.stream.Stream.of(
+        Multi<List<ResponseEvent>> head = Multi.createFrom().item(() -> List.of(
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
                 st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
-        Multi<String> body = events.map(e -> {
+        Multi<List<ResponseEvent>> body = events.map(e -> {
             st.generated.add(e);
-            if (warmUp) return "";
+            if (warmUp) return List.<ResponseEvent>of();
             return st.advance(e.textDelta(), e.isLast(), e.logprob());
         }).filter(s -> !s.isEmpty());
-        Multi<String> tail = Multi.createFrom().deferred(() -> {
+        Multi<List<ResponseEvent>> tail = Multi.createFrom().deferred(() -> {
             Generated g = st.generated;
             if (g.finish == Finish.ERROR || g.finish == null) {
-                return Multi.createFrom().item(st.failed("server_error", "Generation failed."));
+                return Multi.createFrom().item(List.of(st.failed("server_error", "Generation failed.")));
             }
             ObjectNode response = finished(g);
+            finalResponse = response;
             String done = response.path("status").asText().equals("incomplete") ? "response.incomplete" : "response.completed";
-            return Multi.createFrom().uni(persist(response).map(v -> st.event(done, lifecycle(response)))
+            return Multi.createFrom().uni(persist(response).map(v -> List.of(st.event(done, lifecycle(response))))
                     .onFailure().recoverWithItem(f -> {
                         Throwable api = StoreFailures.of(f);
-                        return st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage());
+                        return List.of(st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage()));
                     }));
         });
         return Multi.createBy().concatenating().streams(head, body, tail)
                 .onFailure().recoverWithItem(f -> {
                     ServiceException api = streamError(f);
-                    return st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage());
+                    return List.of(st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage()));
                 });
     }
 
@@ -275,13 +281,13 @@ public final class ResponseRun implements BackgroundRun {
             }
         }
 
-        String event(String type, ObjectNode payload) {
+        ResponseEvent event(String type, ObjectNode payload) {
             ObjectNode e = mapper.createObjectNode().put("type", type).put("sequence_number", sequence++);
             e.setAll(payload);
-            return "event: " + type + "\ndata: " + e + "\n\n";
+            return new ResponseEvent(type, e.toString());
         }
 
-        String failed(String code, String message) {
+        ResponseEvent failed(String code, String message) {
             ObjectNode error = mapper.createObjectNode().put("code", code).put("message", message);
             return event("response.failed", lifecycle(draft.response("failed", List.of(), null, null, error)));
         }
@@ -291,8 +297,8 @@ public final class ResponseRun implements BackgroundRun {
         }
 
         /** The events for one more piece of text: the same incremental parse as chat's stream. */
-        String advance(String delta, boolean last, Logprob logprob) {
-            StringBuilder out = new StringBuilder();
+        List<ResponseEvent> advance(String delta, boolean last, Logprob logprob) {
+            List<ResponseEvent> out = new ArrayList<>();
             boolean cutShort = last && generated.finish == Finish.LENGTH;
             // parsers regroup the text: each token's logprob rides on the next text delta that goes out
             if (draft.withLogprobs && logprob != null) pendingLogprobs.add(logprob);
@@ -301,10 +307,10 @@ public final class ResponseRun implements BackgroundRun {
                     if (reasoningClosed) continue;
                     if (reasoningIndex < 0) {
                         reasoningIndex = nextOutputIndex++;
-                        out.append(itemAdded(reasoningIndex, draft.reasoningItem(null, "in_progress")));
+                        out.add(itemAdded(reasoningIndex, draft.reasoningItem(null, "in_progress")));
                     }
                     reasoning.append(d.reasoning());
-                    out.append(event("response.reasoning_text.delta", at(reasoningIndex, draft.reasoningId()).put("content_index", 0)
+                    out.add(event("response.reasoning_text.delta", at(reasoningIndex, draft.reasoningId()).put("content_index", 0)
                             .put("delta", d.reasoning())));
                 } else if (d.content() != null) {
                     closeReasoning(out, false);
@@ -314,7 +320,7 @@ public final class ResponseRun implements BackgroundRun {
                     ObjectNode textDelta = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", d.content());
                     textDelta.set("logprobs", pendingLogprobs.isEmpty() ? mapper.createArrayNode() : draft.logprobs(List.copyOf(pendingLogprobs)));
                     pendingLogprobs.clear();
-                    out.append(event("response.output_text.delta", textDelta));
+                    out.add(event("response.output_text.delta", textDelta));
                 } else if (d.callStart()) {
                     // parallel_tool_calls false: the response reports the first call only
                     if (d.callIndex() > 0 && !draft.parallelToolCalls()) continue;
@@ -323,14 +329,14 @@ public final class ResponseRun implements BackgroundRun {
                     if (!calls.isEmpty()) closeCall(out, calls.get(calls.size() - 1));
                     StreamedCall call = new StreamedCall(nextOutputIndex++, d.callIndex(), d.name());
                     calls.add(call);
-                    out.append(itemAdded(call.outputIndex, draft.callItem(call.k, call.name, "", "in_progress")));
+                    out.add(itemAdded(call.outputIndex, draft.callItem(call.k, call.name, "", "in_progress")));
                 } else if (d.callIndex() < calls.size()) {
                     StreamedCall call = calls.get(d.callIndex());
                     if (call.done) continue;
                     call.arguments.append(d.arguments());
                     // a custom tool's input is the 'input' string inside the arguments: sent whole once the call is complete
                     if (draft.customTool(call.name)) continue;
-                    out.append(event("response.function_call_arguments.delta", at(call.outputIndex, draft.callIds(call.k)[0])
+                    out.add(event("response.function_call_arguments.delta", at(call.outputIndex, draft.callIds(call.k)[0])
                             .put("delta", d.arguments())));
                 }
             }
@@ -342,26 +348,26 @@ public final class ResponseRun implements BackgroundRun {
                 closeMessage(out, cutShort ? "incomplete" : "completed");
                 for (StreamedCall call : calls) closeCall(out, call);
             }
-            return out.toString();
+            return out;
         }
 
-        private void closeReasoning(StringBuilder out, boolean cutShort) {
+        private void closeReasoning(List<ResponseEvent> out, boolean cutShort) {
             if (reasoningIndex < 0 || reasoningClosed) return;
             reasoningClosed = true;
             String text = reasoning.toString();
-            out.append(event("response.reasoning_text.done", at(reasoningIndex, draft.reasoningId()).put("content_index", 0).put("text", text)));
-            out.append(itemDone(reasoningIndex, draft.reasoningItem(text, cutShort ? "incomplete" : "completed")));
+            out.add(event("response.reasoning_text.done", at(reasoningIndex, draft.reasoningId()).put("content_index", 0).put("text", text)));
+            out.add(itemDone(reasoningIndex, draft.reasoningItem(text, cutShort ? "incomplete" : "completed")));
         }
 
-        private void openMessage(StringBuilder out) {
+        private void openMessage(List<ResponseEvent> out) {
             if (messageIndex >= 0) return;
             messageIndex = nextOutputIndex++;
-            out.append(itemAdded(messageIndex, draft.messageItem("in_progress", List.of())));
-            out.append(event("response.content_part.added", at(messageIndex, draft.messageId()).put("content_index", 0)
+            out.add(itemAdded(messageIndex, draft.messageItem("in_progress", List.of())));
+            out.add(event("response.content_part.added", at(messageIndex, draft.messageId()).put("content_index", 0)
                     .set("part", draft.outputText("", List.of()))));
         }
 
-        private void closeMessage(StringBuilder out, String status) {
+        private void closeMessage(List<ResponseEvent> out, String status) {
             if (messageIndex < 0 || messageClosed) return;
             messageClosed = true;
             if (!pendingLogprobs.isEmpty()) {
@@ -369,41 +375,41 @@ public final class ResponseRun implements BackgroundRun {
                 ObjectNode rest = at(messageIndex, draft.messageId()).put("content_index", 0).put("delta", "");
                 rest.set("logprobs", draft.logprobs(List.copyOf(pendingLogprobs)));
                 pendingLogprobs.clear();
-                out.append(event("response.output_text.delta", rest));
+                out.add(event("response.output_text.delta", rest));
             }
             String text = content.toString();
             ObjectNode done = at(messageIndex, draft.messageId()).put("content_index", 0).put("text", text);
             done.set("logprobs", draft.withLogprobs ? draft.logprobs(generated.logprobs) : mapper.createArrayNode());
-            out.append(event("response.output_text.done", done));
+            out.add(event("response.output_text.done", done));
             ObjectNode part = draft.outputText(text, generated.logprobs);
-            out.append(event("response.content_part.done", at(messageIndex, draft.messageId()).put("content_index", 0).set("part", part)));
-            out.append(itemDone(messageIndex, draft.messageItem(status, List.of(part))));
+            out.add(event("response.content_part.done", at(messageIndex, draft.messageId()).put("content_index", 0).set("part", part)));
+            out.add(itemDone(messageIndex, draft.messageItem(status, List.of(part))));
         }
 
-        private void closeCall(StringBuilder out, StreamedCall call) {
+        private void closeCall(List<ResponseEvent> out, StreamedCall call) {
             if (call.done) return;
             call.done = true;
             String arguments = call.arguments.toString();
             if (draft.customTool(call.name)) {
                 String input = draft.customInput(arguments);
                 String itemId = draft.callIds(call.k)[0];
-                if (!input.isEmpty()) out.append(event("response.custom_tool_call_input.delta", at(call.outputIndex, itemId).put("delta", input)));
-                out.append(event("response.custom_tool_call_input.done", at(call.outputIndex, itemId).put("input", input)));
-                out.append(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
+                if (!input.isEmpty()) out.add(event("response.custom_tool_call_input.delta", at(call.outputIndex, itemId).put("delta", input)));
+                out.add(event("response.custom_tool_call_input.done", at(call.outputIndex, itemId).put("input", input)));
+                out.add(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
                 return;
             }
-            out.append(event("response.function_call_arguments.done", at(call.outputIndex, draft.callIds(call.k)[0])
+            out.add(event("response.function_call_arguments.done", at(call.outputIndex, draft.callIds(call.k)[0])
                     .put("name", draft.callName(call.name)).put("arguments", arguments)));
-            out.append(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
+            out.add(itemDone(call.outputIndex, draft.callItem(call.k, call.name, arguments, "completed")));
         }
 
-        private String itemAdded(int index, ObjectNode item) {
+        private ResponseEvent itemAdded(int index, ObjectNode item) {
             ObjectNode payload = mapper.createObjectNode().put("output_index", index);
             payload.set("item", item);
             return event("response.output_item.added", payload);
         }
 
-        private String itemDone(int index, ObjectNode item) {
+        private ResponseEvent itemDone(int index, ObjectNode item) {
             ObjectNode payload = mapper.createObjectNode().put("output_index", index);
             payload.set("item", item);
             return event("response.output_item.done", payload);

@@ -25,6 +25,7 @@ import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import dev.ortserve.service.responses.ConnectionTurns;
 import dev.ortserve.service.responses.Conversations;
+import dev.ortserve.service.responses.ResponseEvent;
 import dev.ortserve.service.responses.StoreFailures;
 import dev.ortserve.store.record.Conversation;
 import dev.ortserve.store.record.ResponseIds;
@@ -338,7 +339,7 @@ public class ResponsesService {
     }
 
     /** A background response's events after {@code startingAfter}, then the live ones to the terminal event. */
-    public Uni<Multi<String>> follow(String id, String owner, long startingAfter) {
+    public Uni<Multi<List<ResponseEvent>>> follow(String id, String owner, long startingAfter) {
         return found(id, owner).map(r -> {
             if (!r.response().path("background").asBoolean()) {
                 throw new InvalidRequestException("stream", "Only background responses can be streamed after they were created; response '" + id

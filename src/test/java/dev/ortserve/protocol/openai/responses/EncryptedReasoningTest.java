@@ -76,7 +76,7 @@ class EncryptedReasoningTest {
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), null, Map.of());
         ResponseRun run = new ResponseRun(draft, ResponseEventStreamTest.scripted("<think>\nA secret plan.\n</think>\n\nHello.", 3, FinishReason.STOP),
                 parsers, JSON, null, "", JSON.createArrayNode(), piece -> tokenizer.encode(piece).length, 10);
-        String body = String.join("", run.frames().collect().asList().await().atMost(Duration.ofSeconds(10)));
+        String body = String.join("", run.events().map(dev.ortserve.api.http.SseWriter::frames).collect().asList().await().atMost(Duration.ofSeconds(10)));
         assertEquals(List.of(), ContractValidationFilter.get().validateStream("POST", "/v1/responses", body));
         List<SseFrames.Frame> frames = SseFrames.parse(body);
         JsonNode response = JSON.readTree(frames.get(frames.size() - 1).data()).get("response");

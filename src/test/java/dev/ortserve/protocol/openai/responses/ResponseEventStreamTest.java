@@ -65,7 +65,7 @@ class ResponseEventStreamTest {
         OutputParsers parsers = new OutputParsers(Parsers.reasoning("qwen3"), tools ? Parsers.toolCalls("hermes") : null,
                 Map.of("get_weather", Map.of("type", "object", "properties", Map.of("city", Map.of("type", "string")))));
         ResponseRun run = new ResponseRun(draft, scripted(text, 3, finish), parsers, JSON, null, "", JSON.createArrayNode(), piece -> tokenizer.encode(piece).length, 10);
-        String body = String.join("", run.frames().collect().asList().await().atMost(Duration.ofSeconds(10)));
+        String body = String.join("", run.events().map(dev.ortserve.api.http.SseWriter::frames).collect().asList().await().atMost(Duration.ofSeconds(10)));
         List<String> problems = ContractValidationFilter.get().validateStream("POST", "/v1/responses", body);
         assertEquals(List.of(), problems);
         List<JsonNode> events = new ArrayList<>();
