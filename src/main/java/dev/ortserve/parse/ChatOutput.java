@@ -1,6 +1,5 @@
 package dev.ortserve.parse;
 
-
 import java.util.List;
 import java.util.Map;
 

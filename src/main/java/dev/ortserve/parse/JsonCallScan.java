@@ -1,5 +1,7 @@
 package dev.ortserve.parse;
 
+import java.util.List;
+
 import com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.IOException;
@@ -20,6 +22,15 @@ final class JsonCallScan {
 
         boolean complete() {
             return end >= 0 && !broken;
+        }
+
+        /**
+         * Adds this call to {@code calls} when it is complete, or (not {@code complete}: an output still being
+         * written) when its name is known and it is not broken; true when it is complete and the scan goes on after it.
+         */
+        boolean addTo(List<ToolCallParser.ToolCall> calls, boolean wholeOutput) {
+            if (complete() || (!wholeOutput && !broken && name != null)) calls.add(new ToolCallParser.ToolCall(name, arguments));
+            return complete();
         }
     }
 

@@ -47,11 +47,7 @@ final class Llama3JsonToolCallParser implements ToolCallParser {
         List<ToolCall> calls = new ArrayList<>();
         while (true) {
             JsonCallScan.Call call = JsonCallScan.scan(text, at);
-            if (!call.complete()) {
-                if (!complete && !call.broken() && call.name() != null) calls.add(new ToolCall(call.name(), call.arguments()));
-                return calls;
-            }
-            calls.add(new ToolCall(call.name(), call.arguments()));
+            if (!call.addTo(calls, complete)) return calls;
             at = call.end();
             while (at < text.length() && (Character.isWhitespace(text.charAt(at)) || text.charAt(at) == ';')) at++;
             if (at >= text.length() || text.charAt(at) != '{') return calls;

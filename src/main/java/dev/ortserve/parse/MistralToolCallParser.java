@@ -10,11 +10,15 @@ import java.util.Map;
  * tokenizers: Mistral Small 3.2, Magistral, Devstral) {@code [TOOL_CALLS]NAME[ARGS]{...}} per call.
  * Call ids are nine letters and digits: the v3+ chat templates refuse any other id when the calls come back.
  */
-final class MistralToolCallParser implements ToolCallParser {
+final class MistralToolCallParser extends MarkedToolCallParser {
 
     static final String MARKER = "[TOOL_CALLS]", ARGS = "[ARGS]";
     private static final String ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
     private static final SecureRandom RANDOM = new SecureRandom();
+
+    MistralToolCallParser() {
+        super(MARKER);
+    }
 
     @Override
     public String name() {
@@ -37,20 +41,8 @@ final class MistralToolCallParser implements ToolCallParser {
     }
 
     @Override
-    public Result parse(String text, Map<String, Map<String, Object>> tools) {
-        int at = text.indexOf(MARKER);
-        if (at < 0) return Result.text(text);
-        List<ToolCall> calls = calls(text, at + MARKER.length(), true);
-        if (calls.isEmpty()) return Result.text(text);
-        return new Result(Markers.contentBefore(text, at), calls);
-    }
-
-    @Override
-    public Progress progress(String text, Map<String, Map<String, Object>> tools) {
-        int at = text.indexOf(MARKER);
-        if (at < 0) return Progress.content(Markers.heldContent(text, MARKER));
-        String content = Markers.contentBefore(text, at);
-        return new Progress(content == null ? "" : content, calls(text, at + MARKER.length(), false));
+    List<ToolCall> calls(String text, int first, Map<String, Map<String, Object>> tools, boolean complete) {
+        return calls(text, first + MARKER.length(), complete);
     }
 
     private static List<ToolCall> calls(String text, int from, boolean complete) {
@@ -61,11 +53,7 @@ final class MistralToolCallParser implements ToolCallParser {
         at++;
         while (true) {
             JsonCallScan.Call call = JsonCallScan.scan(text, at);
-            if (!call.complete()) {
-                if (!complete && !call.broken() && call.name() != null) calls.add(new ToolCall(call.name(), call.arguments()));
-                return calls;
-            }
-            calls.add(new ToolCall(call.name(), call.arguments()));
+            if (!call.addTo(calls, complete)) return calls;
             at = Markers.skipBlank(text, call.end());
             if (at >= text.length() || text.charAt(at) != ',') return calls;
             at++;

@@ -12,10 +12,14 @@ import java.util.Map;
  * array). Arguments are written as each parameter closes. Content and what follows calls are
  * treated as in {@link HermesToolCallParser}.
  */
-final class Qwen3XmlToolCallParser implements ToolCallParser {
+final class Qwen3XmlToolCallParser extends MarkedToolCallParser {
 
     static final String OPEN = "<tool_call>", CLOSE = "</tool_call>";
     private static final String FUNCTION = "<function=", FUNCTION_END = "</function>", PARAM = "<parameter=", PARAM_END = "</parameter>";
+
+    Qwen3XmlToolCallParser() {
+        super(OPEN);
+    }
 
     @Override
     public String name() {
@@ -23,23 +27,7 @@ final class Qwen3XmlToolCallParser implements ToolCallParser {
     }
 
     @Override
-    public Result parse(String text, Map<String, Map<String, Object>> tools) {
-        int first = text.indexOf(OPEN);
-        if (first < 0) return Result.text(text);
-        List<ToolCall> calls = calls(text, first, tools, true);
-        if (calls.isEmpty()) return Result.text(text);
-        return new Result(Markers.contentBefore(text, first), calls);
-    }
-
-    @Override
-    public Progress progress(String text, Map<String, Map<String, Object>> tools) {
-        int first = text.indexOf(OPEN);
-        if (first < 0) return Progress.content(Markers.heldContent(text, OPEN));
-        String content = Markers.contentBefore(text, first);
-        return new Progress(content == null ? "" : content, calls(text, first, tools, false));
-    }
-
-    private static List<ToolCall> calls(String text, int first, Map<String, Map<String, Object>> tools, boolean complete) {
+    List<ToolCall> calls(String text, int first, Map<String, Map<String, Object>> tools, boolean complete) {
         List<ToolCall> calls = new ArrayList<>();
         int at = first;
         while (true) {
