@@ -16,12 +16,7 @@ final class HermesToolCallParser extends MarkedToolCallParser {
     static final String OPEN = "<tool_call>", CLOSE = "</tool_call>";
 
     HermesToolCallParser() {
-        super(OPEN);
-    }
-
-    @Override
-    public String name() {
-        return "hermes";
+        super("hermes", OPEN);
     }
 
     /** The calls from the first marker on; with {@code complete}, only finished ones, else also the one being written. */

@@ -10,10 +10,17 @@ import java.util.Map;
  */
 abstract class MarkedToolCallParser implements ToolCallParser {
 
+    private final String name;
     private final String marker;
 
-    MarkedToolCallParser(String marker) {
+    MarkedToolCallParser(String name, String marker) {
+        this.name = name;
         this.marker = marker;
+    }
+
+    @Override
+    public final String name() {
+        return name;
     }
 
     /** The calls from the marker at {@code first} on; with {@code complete}, only finished ones, else also the one being written. */

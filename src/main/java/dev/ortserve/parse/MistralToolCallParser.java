@@ -17,12 +17,7 @@ final class MistralToolCallParser extends MarkedToolCallParser {
     private static final SecureRandom RANDOM = new SecureRandom();
 
     MistralToolCallParser() {
-        super(MARKER);
-    }
-
-    @Override
-    public String name() {
-        return "mistral";
+        super("mistral", MARKER);
     }
 
     @Override

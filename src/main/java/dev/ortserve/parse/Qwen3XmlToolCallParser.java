@@ -18,12 +18,7 @@ final class Qwen3XmlToolCallParser extends MarkedToolCallParser {
     private static final String FUNCTION = "<function=", FUNCTION_END = "</function>", PARAM = "<parameter=", PARAM_END = "</parameter>";
 
     Qwen3XmlToolCallParser() {
-        super(OPEN);
-    }
-
-    @Override
-    public String name() {
-        return "qwen3_xml";
+        super("qwen3_xml", OPEN);
     }
 
     @Override
