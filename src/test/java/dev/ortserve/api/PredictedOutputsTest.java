@@ -133,4 +133,30 @@ class PredictedOutputsTest extends ApiTest {
         assertTrue(metrics.contains("ortserve_spec_decode_num_draft_tokens_total{model=\"tiny\"}"), metrics);
         assertTrue(metrics.contains("ortserve_spec_decode_num_accepted_tokens_total{model=\"tiny\"}"), metrics);
     }
+
+    @io.quarkus.test.common.http.TestHTTPResource
+    java.net.URL base;
+
+    @Test
+    void theOpenAiSdkSendsAPredictionAndReadsItsUsage() {
+        // openai-java as the client: its own prediction field and its typed usage details, strict response validation on;
+        // the prompt of aMatchingPredictionIsAcceptedAndChangesNothing, whose random-weight output tokenizes back to the
+        // generated tokens (other prompts may give non-canonical merges, whose drafts are then rejected and re-aligned)
+        com.openai.client.OpenAIClient client = com.openai.client.okhttp.OpenAIOkHttpClient.builder().baseUrl(contractChecked(base) + "/v1")
+                .apiKey("unused").maxRetries(0).responseValidation(true).build();
+        var bias = com.openai.models.chat.completions.ChatCompletionCreateParams.LogitBias.builder();
+        for (int i = 128; i < 256; i++) bias.putAdditionalProperty(Integer.toString(i), com.openai.core.JsonValue.from(-100));
+        var plain = com.openai.models.chat.completions.ChatCompletionCreateParams.builder().model(MODEL)
+                .addUserMessage("Rewrite this file: predicted outputs, test one.").maxTokens(48).temperature(0.0).logitBias(bias.build())
+                .putAdditionalBodyProperty("ignore_eos", com.openai.core.JsonValue.from(true))
+                .putAdditionalBodyProperty("skip_special_tokens", com.openai.core.JsonValue.from(false)).build();
+        var whole = client.chat().completions().create(plain);
+        String content = whole.choices().get(0).message().content().orElseThrow();
+        var predicted = client.chat().completions().create(plain.toBuilder()
+                .prediction(com.openai.models.chat.completions.ChatCompletionPredictionContent.builder().content(content).build()).build());
+        assertEquals(content, predicted.choices().get(0).message().content().orElseThrow());
+        var details = predicted.usage().orElseThrow().completionTokensDetails().orElseThrow();
+        assertTrue(details.acceptedPredictionTokens().orElseThrow() > 0, details.toString());
+        assertEquals(0L, details.rejectedPredictionTokens().orElseThrow());
+    }
 }
