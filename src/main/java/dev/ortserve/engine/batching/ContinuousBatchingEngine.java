@@ -373,7 +373,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                         if (logits == null) logits = new float[out.vocabSize()];
                         long draftedBefore = s.drafter == null ? 0 : s.drafter.drafted();
                         long acceptedBefore = s.drafter == null ? 0 : s.drafter.accepted();
-                        s.length += s.verify(out, 0, draft, logits);
+                        s.length += s.verify(out, draft, logits);
                         if (s.drafter != null) {
                             draftTokens.addAndGet(s.drafter.drafted() - draftedBefore);
                             acceptedTokens.addAndGet(s.drafter.accepted() - acceptedBefore);

@@ -7,6 +7,7 @@ import dev.ortserve.engine.ModelLoadException;
 
 import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.sampling.TokenSampler;
 import dev.ortserve.engine.memory.NativeBuffers;
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
@@ -179,9 +180,7 @@ final class DraftModel implements AutoCloseable {
         private int argmax(DecoderRunner.Forward out) {
             float[] logits = new float[out.vocabSize()];
             out.lastLogits(0, logits);
-            int best = 0;
-            for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-            return best;
+            return TokenSampler.argmax(logits);
         }
 
         /** Buffers of at least {@code positions} + 1 positions (rounded up), keeping the first {@link #length}. */

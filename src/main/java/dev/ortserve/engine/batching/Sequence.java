@@ -127,15 +127,15 @@ final class Sequence {
     }
 
     /**
-     * A verification pass fed {@link #lastToken} and {@code draft}: the logits of its {@code draft.length + 1} columns
+     * A verification pass of this sequence's own (its row 0) fed {@link #lastToken} and {@code draft}: the logits of its {@code draft.length + 1} columns
      * give one token each, sampled as a decode step would ({@link #onLogits}: the same processors, grammar and random
      * draws, so the output is the one decoding without a draft gives), while each sampled token is the drafted one.
      * Returns the tokens emitted: the positions of the pass that stay valid in the KV.
      */
-    int verify(DecoderRunner.Forward out, int row, int[] draft, float[] logits) {
+    int verify(DecoderRunner.Forward out, int[] draft, float[] logits) {
         int emitted = 0, taken = 0;
         for (int i = 0; i <= draft.length && !done(); i++) {
-            out.logits(row, i, logits);
+            out.logits(0, i, logits);
             onLogits(logits);
             emitted++;
             if (i == draft.length || lastToken != draft[i]) break;

@@ -208,7 +208,8 @@ public final class TokenSampler {
         return last;
     }
 
-    static int argmax(float[] logits) {
+    /** The most likely token (the first of equals): greedy decoding's choice, and a greedy draft's. */
+    public static int argmax(float[] logits) {
         int best = 0;
         for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
         return best;

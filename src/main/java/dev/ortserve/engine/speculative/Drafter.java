@@ -109,8 +109,7 @@ public final class Drafter implements AutoCloseable {
         }
         if (aligned < 0 && length > promptLength) {
             // left the prediction: find the generated tail in it again (the output may skip or change a part and go on)
-            aligned = NgramLookup.follow(prediction, Arrays.copyOfRange(tokens, promptLength, length), length - promptLength,
-                    1, options.promptLookupMax(), lastAligned);
+            aligned = NgramLookup.follow(prediction, tokens, promptLength, length, 1, options.promptLookupMax(), lastAligned);
         }
     }
 

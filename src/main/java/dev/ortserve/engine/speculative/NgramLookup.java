@@ -37,12 +37,12 @@ public final class NgramLookup {
     }
 
     /**
-     * Where in {@code source} the last {@code n} of {@code tokens[0..length)} occur (for {@code n} from {@code max}
+     * Where in {@code source} the last {@code n} of {@code tokens[start..length)} occur (for {@code n} from {@code max}
      * down to {@code min}), as the index just after the occurrence; the first occurrence at or after
      * {@code from} is taken, else the first at all; -1 when none does.
      */
-    public static int follow(int[] source, int[] tokens, int length, int min, int max, int from) {
-        for (int n = Math.min(max, length); n >= Math.max(1, min); n--) {
+    public static int follow(int[] source, int[] tokens, int start, int length, int min, int max, int from) {
+        for (int n = Math.min(max, length - start); n >= Math.max(1, min); n--) {
             int tail = length - n;
             int found = -1;
             for (int i = 0; i + n <= source.length; i++) {
