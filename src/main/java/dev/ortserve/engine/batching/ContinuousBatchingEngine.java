@@ -50,6 +50,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     private final LoadedModel model;
     private final DecoderSpec spec;
+    /** Whether a batched prefill may give rows pasts (not on CPU GroupQueryAttention graphs: see {@link #prefill}). */
+    private final boolean pastsBatchTogether;
     private final EngineOptions options;
     private final DecoderRunner runner;
     private final Scheduler scheduler;
@@ -86,6 +88,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public ContinuousBatchingEngine(LoadedModel model, EngineOptions options, DecoderRunner.Decorator decorator, LoadedModel draft) {
         this.model = model;
         this.spec = model.spec();
+        this.pastsBatchTogether = !(spec.alignment() == dev.ortserve.engine.KvAlignment.START && "cpu".equals(model.executionProvider()));
         this.options = options;
         this.runner = decorator.decorate(new OrtDecoderRunner(model));
         long available = EngineOptions.availableMemory();
@@ -404,7 +407,11 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private List<Sequence> prefill() throws OrtException {
         List<Sequence> ready = new ArrayList<>();
         int budget = scheduler.budget();
-        List<Sequence> group = scheduler.batchedPrefill(prefilling, !rows.isEmpty());
+        // onnxruntime's CPU GroupQueryAttention runs one row when new tokens follow a past ("batch_size must be 1 when
+        // sequence_length > 1 and past context is given"): there, prompts continuing a cached prefix are prefilled alone
+        // rather than tried in a batch that fails
+        List<Sequence> batchable = !pastsBatchTogether ? prefilling.stream().filter(s -> s.length == 0).toList() : prefilling;
+        List<Sequence> group = scheduler.batchedPrefill(batchable, !rows.isEmpty());
         if (!group.isEmpty()) {
             int cost = group.size() * group.stream().mapToInt(s -> s.prompt.length - s.length).max().orElse(0);
             if (prefillBatch(group)) {
