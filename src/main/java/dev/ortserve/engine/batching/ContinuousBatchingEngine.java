@@ -7,6 +7,7 @@ import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.EngineStepException;
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.GenerationRequest;
+import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.PrefixCacheStats;
 import dev.ortserve.engine.TokenEvent;
@@ -88,7 +89,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     public ContinuousBatchingEngine(LoadedModel model, EngineOptions options, DecoderRunner.Decorator decorator, LoadedModel draft) {
         this.model = model;
         this.spec = model.spec();
-        this.pastsBatchTogether = !(spec.alignment() == dev.ortserve.engine.KvAlignment.START && "cpu".equals(model.executionProvider()));
+        this.pastsBatchTogether = !(spec.alignment() == KvAlignment.START && "cpu".equals(model.executionProvider()));
         this.options = options;
         this.runner = decorator.decorate(new OrtDecoderRunner(model));
         long available = EngineOptions.availableMemory();

@@ -23,16 +23,12 @@ final class GraphScan {
     /**
      * The alignment a model file needs: {@link KvAlignment#START} when its graph runs GroupQueryAttention
      * (the model builder's attention), else {@link KvAlignment#END}. Reads the node list only, skipping the
-     * initializers (weights embedded in the file are streamed past, not loaded).
+     * initializers (weights embedded in the file are streamed past, not loaded); a file it cannot read is a
+     * {@link ModelLoadException} naming it.
      */
-    static KvAlignment alignment(Path modelFile) throws IOException {
-        return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? KvAlignment.START : KvAlignment.END;
-    }
-
-    /** {@link #alignment}, every failure to read the file a {@link ModelLoadException} naming it. */
-    static KvAlignment alignmentOf(Path modelFile) {
+    static KvAlignment alignment(Path modelFile) {
         try {
-            return alignment(modelFile);
+            return hasOp(modelFile, GROUP_QUERY_ATTENTION) ? KvAlignment.START : KvAlignment.END;
         } catch (IOException | RuntimeException e) {
             throw new ModelLoadException("Cannot read the graph of " + modelFile + ": " + e.getMessage(), e);
         }

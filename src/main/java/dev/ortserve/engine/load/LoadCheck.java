@@ -160,7 +160,7 @@ final class LoadCheck {
             }
             candidate = LoaderSessions.open(env, result.file(), options);
             // the candidate runs the probe with its own spec: a graph rewritten to GroupQueryAttention is right-padded, float16 KV changes its KV type
-            DecoderSpec candidateSpec = DecoderSpecs.spec(dir, genai, DecoderSpecs.Signature.of(candidate), options, GraphScan.alignmentOf(result.file()));
+            DecoderSpec candidateSpec = DecoderSpecs.spec(dir, genai, DecoderSpecs.Signature.of(candidate), options, GraphScan.alignment(result.file()));
             // what was made: float16 KV asked of a graph whose KV is float16 already is an exact rewrite
             RewriteOptions made = result.applied().stream().anyMatch(r -> r.startsWith(GraphRewriter.HALF_KV)) ? wanted
                     : wanted.withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.MODEL);

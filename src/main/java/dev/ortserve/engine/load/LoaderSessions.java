@@ -88,7 +88,7 @@ final class LoaderSessions {
         return s;
     }
 
-    static OrtSession createSession(OrtEnvironment env, Path modelFile, EngineOptions options) {
+    private static OrtSession createSession(OrtEnvironment env, Path modelFile, EngineOptions options) {
         try {
             OrtSession.SessionOptions so = options(options);
             return env.createSession(modelFile.toString(), so);

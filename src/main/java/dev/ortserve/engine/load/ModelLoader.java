@@ -49,14 +49,14 @@ public final class ModelLoader {
         boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
         Path onnxFile = genai && modelFile.isEmpty() ? DecoderSpecs.genaiModelFile(dir)
                 : dir.resolve(ModelFiles.chooseOnnx(ModelFiles.list(dir), modelFile, "Model directory " + dir));
-        KvAlignment alignment = GraphScan.alignmentOf(onnxFile);
+        KvAlignment alignment = GraphScan.alignment(onnxFile);
         if (genai) logSharedBuffer(dir, alignment);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
         LoadCheck.Rewritten rewritten = GraphRewriter.oneLoad(() -> LoadCheck.rewritten(env, dir, genai, onnxFile, alignment, options));
         OrtSession session = rewritten.session();
         try {
             // a graph whose attention was rewritten to GroupQueryAttention is served right-padded
-            KvAlignment served = rewritten.file().equals(onnxFile) ? alignment : GraphScan.alignmentOf(rewritten.file());
+            KvAlignment served = rewritten.file().equals(onnxFile) ? alignment : GraphScan.alignment(rewritten.file());
             DecoderSpec spec = DecoderSpecs.spec(dir, genai, DecoderSpecs.Signature.of(session), options, served);
             LoadCheck.checkKvDtype(options, spec, onnxFile);
             TextTokenizer tokenizer;

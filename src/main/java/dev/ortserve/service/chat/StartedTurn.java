@@ -14,13 +14,4 @@ public record StartedTurn(ChatTurn turn, ChatPromptRenderer.Prompt prompt, Compl
     public OutputParsers parsers() {
         return turn.parsers();
     }
-
-    public int promptTokens() {
-        return prompt.tokenIds().length;
-    }
-
-    /** The same turn with its call replaced (a prediction added to it). */
-    public StartedTurn withCall(CompletionCall other) {
-        return new StartedTurn(turn, prompt, other);
-    }
 }
