@@ -144,7 +144,14 @@ class HubModelResolverTest {
         hub.cutAfter(MODEL, 100_000);
         HubModelResolver.Resolved r = resolve(settings(), REPO);
         assertArrayEquals(files.get(MODEL), Files.readAllBytes(r.directory().resolve(MODEL)));
-        assertEquals(List.of(MODEL + " bytes=100000-"), hub.ranges());
+        // the stand-in drops the connection after 100,000 bytes; what reaches the client before the reset is up to TCP
+        // (a reset discards what the client had not read yet: 94,704 bytes in one CI run), so the resume starts at
+        // whatever the client kept, never at 0 and never past the cut
+        assertEquals(1, hub.ranges().size(), hub.ranges().toString());
+        java.util.regex.Matcher range = java.util.regex.Pattern.compile(java.util.regex.Pattern.quote(MODEL) + " bytes=(\\d+)-").matcher(hub.ranges().get(0));
+        assertTrue(range.matches(), hub.ranges().get(0));
+        long from = Long.parseLong(range.group(1));
+        assertTrue(from > 0 && from <= 100_000, "resumed from byte " + from);
         assertEquals(2, hub.downloads(MODEL));
     }
 
