@@ -200,6 +200,31 @@ public interface OrtserveConfig {
      */
     Optional<MemorySize> memoryLimit();
 
+    /**
+     * A models file (YAML or JSON) listing the generative models this server serves, each with its id, aliases,
+     * path, precision, context and whether it is pinned (docs/models.md); unset = ORTSERVE_MODEL_PATH as the one
+     * model, or, with neither, the demo model (pinned) and the agent model beside it (loaded on first request).
+     */
+    Optional<Path> modelsFile();
+
+    /**
+     * How long an unpinned model stays loaded after its last request (Ollama's keep_alive: a duration such as
+     * 5m or 300s, -1 = forever, 0 = unload as soon as it is idle); a models-file entry may set its own.
+     */
+    @WithDefault("5m")
+    String keepAlive();
+
+    /** The most generative models loaded at once (llama.cpp's --models-max); the least recently used idle one unloads first. */
+    @WithDefault("4")
+    int modelsMaxLoaded();
+
+    /** How long a request for a model that is loading waits for it; after that: 503 model_not_ready with Retry-After. */
+    @WithDefault("60s")
+    Duration modelLoadWait();
+
+    /** The key that POST /models/load and /models/unload require (Bearer); unset = those endpoints answer 404. */
+    Optional<String> adminKey();
+
     /** Engine limits. */
     Engine engine();
 

@@ -1,18 +1,24 @@
 package dev.ortserve.service;
 
-import dev.ortserve.service.error.ModelNotFoundException;
-import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.GenerationEngine;
 import dev.ortserve.engine.LoadedModel;
+import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.SamplingParams;
+import dev.ortserve.engine.load.ModelFiles;
+import dev.ortserve.engine.memory.MemoryBudget;
+import dev.ortserve.engine.memory.ProcessMemory;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
-import dev.ortserve.service.prompt.ChatPromptRenderer;
+import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.UnavailableException;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
+import io.quarkus.runtime.configuration.MemorySize;
+import io.smallrye.mutiny.Uni;
+import io.smallrye.mutiny.infrastructure.Infrastructure;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.enterprise.event.Observes;
 import jakarta.inject.Inject;
@@ -20,20 +26,40 @@ import org.jboss.logging.Logger;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
 
 /**
- * The served model's lifecycle: at startup finds the decoder (a directory, a Hub id, or the
- * generated demo model), has {@link ServedModelAssembler} build the model, its prompts, parsers and engine, registers its gauges, warms it up,
- * and publishes the result as one {@link ServedModel} value; closes the engine at shutdown. A model
- * that cannot be loaded stops the server at startup with the loader's message.
+ * The generative models' lifecycle. The configured models ({@link ModelsFile}, or the one ORTSERVE_MODEL_PATH names, or
+ * the demo model and the agent model) each get a {@link ModelSlot}; pinned ones load at startup (one that cannot load
+ * stops the server with the loader's message), the others on their first request, one load at a time, on one model
+ * thread. A loaded model is one {@link ServedModel} value that requests resolve once ({@link #served(String)}) and carry
+ * down. Unpinned models unload after their keep_alive idle, or least recently used first when another must load and
+ * ORTSERVE_MODELS_MAX_LOADED or the memory limit would be exceeded; a model with sequences running or waiting never
+ * unloads. A model that fails to load leaves the others serving, with its error in /v1/models and the log.
  */
 @ApplicationScoped
 public class GenerationModelHost {
 
     private static final Logger LOG = Logger.getLogger(GenerationModelHost.class);
     public static final String DEMO_MODEL_ID = "demo";
+    public static final String AGENT_MODEL_ID = "agent";
+    /** A model a request resolved is not unloaded for this long, whatever its keep_alive: the request may still be rendering its prompt. */
+    static final Duration RESOLVE_GRACE = Duration.ofSeconds(10);
+    /** A model that failed to load is tried again by a request only this long after the failure. */
+    static final Duration RETRY_FAILED_AFTER = Duration.ofSeconds(30);
 
     @Inject
     OrtserveConfig config;
@@ -51,51 +77,318 @@ public class GenerationModelHost {
     @Inject
     ModelSources modelSources;
 
-    /** Set once the model is loaded and warmed up. */
-    private volatile ServedModel served;
-    /** Known before loading (so /v1/models and errors can name it). */
-    private String modelId;
+    private final List<ModelSlot> slots = new ArrayList<>();
+    private final Map<String, ModelSlot> byName = new LinkedHashMap<>();
+    /** The first pinned model (else the first): what /tokenize without a model and the startup summary use. */
+    private ModelSlot first;
+    private ServedModelAssembler assembler;
+    /** Loads, unloads and the idle check, one at a time. */
+    private ScheduledExecutorService modelThread;
 
     void start(@Observes StartupEvent event) {
-        ServedModelAssembler assembler = new ServedModelAssembler(config,
-                runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
+        assembler = new ServedModelAssembler(config, runnerDecorators.isResolvable() ? runnerDecorators.get() : runner -> runner);
         assembler.checkSettings();
-        Path dir;
-        String defaultName;
-        String source;
-        if (config.modelPath().isPresent()) {
-            ModelSources.Located located = modelSources.locate(config.modelPath().get().toString(), config.modelRevision(), config.modelFile());
-            dir = located.directory();
-            defaultName = located.defaultId();
-            source = located.source();
-        } else {
-            try {
-                dir = ModelGenerator.ensure(ModelSize.DEMO, config.modelCacheDir());
-            } catch (IOException e) {
-                throw new UncheckedIOException("Cannot build the demo model in " + config.modelCacheDir(), e);
-            }
-            defaultName = DEMO_MODEL_ID;
-            source = dir.toString();
+        KeepAlive keepAlive;
+        try {
+            keepAlive = KeepAlive.parse(config.keepAlive());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("ORTSERVE_KEEP_ALIVE: " + e.getMessage(), e);
         }
-        modelId = config.modelName().orElse(defaultName);
-        Path servedDir = dir;
-        Path draftDir = config.speculative().draftModelPath().map(p -> p.equals("self") ? servedDir
-                : modelSources.locate(p, java.util.Optional.empty(), java.util.Optional.empty()).directory()).orElse(null);
-        ServedModel assembled = assembler.assemble(modelId, source, dir, draftDir, batching -> {
-            batching.listener(metrics.engineListener(modelId));
-            metrics.prefixCache(modelId, batching::prefixCache);
-            metrics.kvBudget(modelId, batching::kvHeldBytes, batching.kvBudgetBytes(), batching::queueTimeouts);
-            metrics.speculativeDecoding(modelId, batching::draftTokens, batching::acceptedDraftTokens);
+        if (config.modelsMaxLoaded() < 1) {
+            throw new ModelLoadException("ORTSERVE_MODELS_MAX_LOADED must be at least 1, not " + config.modelsMaxLoaded());
+        }
+        for (ModelEntry entry : entries()) {
+            assembler.checkSettings(entry);
+            ModelSlot slot = new ModelSlot(entry, keepAlive);
+            slots.add(slot);
+            for (String name : entry.names()) byName.put(name, slot);
+        }
+        first = slots.stream().filter(s -> s.entry.pinned()).findFirst().orElse(slots.get(0));
+        modelThread = Executors.newSingleThreadScheduledExecutor(r -> {
+            Thread t = new Thread(r, "ortserve-models");
+            t.setDaemon(true);
+            return t;
         });
-        metrics.memoryBudget(assembled.memory());
-        GenerationEngine engine = assembled.engine();
-        Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
-                .description("Sequences being prefilled or decoded").tag("model", modelId).register(registry);
-        Gauge.builder("ortserve_requests_waiting", engine, GenerationEngine::waitingSequences)
-                .description("Sequences waiting in the admission queue").tag("model", modelId).register(registry);
-        warmUp(engine, assembled.model());
-        served = assembled;
-        LOG.infof("Serving model '%s' from %s", modelId, dir);
+        for (ModelSlot slot : slots) {
+            if (slot.entry.pinned()) load(slot); // on the startup thread: a pinned model that cannot load stops the start
+        }
+        modelThread.scheduleWithFixedDelay(this::unloadIdle, 1, 1, TimeUnit.SECONDS);
+    }
+
+    /** The models file's entries; else ORTSERVE_MODEL_PATH as one pinned model; else the demo model pinned and the agent model beside it. */
+    private List<ModelEntry> entries() {
+        if (config.modelsFile().isPresent()) {
+            if (config.modelPath().isPresent()) {
+                throw new ModelLoadException("ORTSERVE_MODELS_FILE and ORTSERVE_MODEL_PATH are both set: list the model in the models file instead");
+            }
+            return ModelsFile.read(config.modelsFile().get());
+        }
+        if (config.modelPath().isPresent()) {
+            String spec = config.modelPath().get().toString();
+            String id = config.modelName().orElseGet(() -> modelSources.defaultId(spec));
+            return List.of(new ModelEntry(id, List.of(), spec, config.modelRevision().orElse(null), config.modelFile().orElse(null), true, null,
+                    null, null, null, null, null, null, config.speculative().draftModelPath().orElse(null)));
+        }
+        String demo = config.modelName().orElse(DEMO_MODEL_ID);
+        ModelEntry pinned = new ModelEntry(demo, List.of(), ModelEntry.GENERATED + "demo", null, null, true, null, null, null, null, null, null, null,
+                config.speculative().draftModelPath().orElse(null));
+        return demo.equals(AGENT_MODEL_ID) ? List.of(pinned) : List.of(pinned, ModelEntry.generated(AGENT_MODEL_ID, "agent", false));
+    }
+
+    /**
+     * The model a request names (its id or an alias), loaded: at once when it is, else once its load (started now if
+     * none is under way) ends, waiting at most ORTSERVE_MODEL_LOAD_WAIT. 404 model_not_found for a name no model has;
+     * 503 model_not_ready (with Retry-After) when the wait runs out; 503 model_load_failed when the load fails.
+     * A null name is the first pinned model (/tokenize without a model).
+     */
+    public Uni<ServedModel> served(String requested) {
+        ModelSlot slot = slot(requested);
+        slot.touch();
+        ServedModel s = slot.served;
+        if (s != null) return Uni.createFrom().item(s);
+        return Uni.createFrom().completionStage(() -> startLoad(slot))
+                .ifNoItem().after(config.modelLoadWait()).failWith(() -> notReady(slot))
+                // the request goes on off the model thread
+                .emitOn(Infrastructure.getDefaultWorkerPool());
+    }
+
+    /** The slot a request's model name resolves to; 404 model_not_found (checked before anything else is done with the request). */
+    ModelSlot slot(String requested) {
+        if (requested == null) return first;
+        ModelSlot slot = byName.get(requested);
+        if (slot == null) throw new ModelNotFoundException(requested);
+        return slot;
+    }
+
+    /** Checks the request's model name before anything else is done with the request (404 model_not_found). */
+    public void requireModel(String requested) {
+        slot(requested);
+    }
+
+    private UnavailableException notReady(ModelSlot slot) {
+        long loadingFor = Math.max(0, (System.nanoTime() - slot.loadStartedNanos) / 1_000_000_000L);
+        int retryAfter = (int) Math.max(1, Math.min(30, loadingFor / 2 + 1));
+        return new UnavailableException("The model '" + slot.id() + "' is still loading; retry after " + retryAfter + " s.", "model_not_ready", retryAfter);
+    }
+
+    /** The load requests wait on: the one under way, or a new one queued on the model thread. */
+    private CompletableFuture<ServedModel> startLoad(ModelSlot slot) {
+        synchronized (slot) {
+            ServedModel s = slot.served;
+            if (s != null) return CompletableFuture.completedFuture(s);
+            if (slot.loading != null) return slot.loading;
+            if (slot.state == ModelSlot.State.FAILED && System.nanoTime() - slot.failedAtNanos < RETRY_FAILED_AFTER.toNanos()) {
+                return CompletableFuture.failedFuture(loadFailed(slot));
+            }
+            CompletableFuture<ServedModel> loading = new CompletableFuture<>();
+            slot.loading = loading;
+            slot.state = ModelSlot.State.LOADING;
+            slot.loadStartedNanos = System.nanoTime();
+            modelThread.execute(() -> {
+                try {
+                    loading.complete(load(slot));
+                } catch (NoRoomException e) {
+                    loading.completeExceptionally(new UnavailableException("The model '" + slot.id() + "' cannot load now: " + e.getMessage()
+                            + "; retry after 5 s.", "server_busy", 5));
+                } catch (RuntimeException e) {
+                    loading.completeExceptionally(loadFailed(slot));
+                }
+            });
+            return loading;
+        }
+    }
+
+    private static UnavailableException loadFailed(ModelSlot slot) {
+        return new UnavailableException("The model '" + slot.id() + "' failed to load; /v1/models and the server's log say why.", "model_load_failed");
+    }
+
+    /** No model can unload to make room: every other loaded model is pinned or busy. */
+    static final class NoRoomException extends RuntimeException {
+        NoRoomException(String message) {
+            super(message);
+        }
+    }
+
+    /**
+     * Loads the slot's model (on the model thread, or the startup thread for pinned models): unloads the least recently
+     * used idle models first while the count or the memory limit leaves no room, then assembles, instruments and warms it.
+     */
+    private ServedModel load(ModelSlot slot) {
+        long started = System.nanoTime();
+        try {
+            ModelSources.Located located = locate(slot.entry);
+            makeRoom(slot, weightBytes(located.directory(), slot.entry));
+            Path draftDir = slot.entry.draftModelPath() == null ? null : slot.entry.draftModelPath().equals("self") ? located.directory()
+                    : modelSources.locate(slot.entry.draftModelPath(), Optional.empty(), Optional.empty()).directory();
+            String id = slot.id();
+            long[] others = reserved(slot);
+            ServedModel assembled = assembler.assemble(slot.entry, located.source(), located.directory(), draftDir, others[0], others[1], batching -> {
+                batching.listener(metrics.engineListener(id));
+                metrics.prefixCache(id, batching::prefixCache);
+                metrics.kvBudget(id, batching::kvHeldBytes, batching.kvBudgetBytes(), batching::queueTimeouts);
+                metrics.speculativeDecoding(id, batching::draftTokens, batching::acceptedDraftTokens);
+            });
+            if (slot == first) metrics.memoryBudget(assembled.memory());
+            GenerationEngine engine = assembled.engine();
+            metrics.keep(id, Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
+                    .description("Sequences being prefilled or decoded").tag("model", id).register(registry));
+            metrics.keep(id, Gauge.builder("ortserve_requests_waiting", engine, GenerationEngine::waitingSequences)
+                    .description("Sequences waiting in the admission queue").tag("model", id).register(registry));
+            warmUp(engine, assembled.model());
+            synchronized (slot) {
+                slot.served = assembled;
+                slot.state = ModelSlot.State.LOADED;
+                slot.error = null;
+                slot.loading = null;
+                slot.touch();
+            }
+            LOG.infof("Serving model '%s' from %s (loaded in %d ms)", id, located.directory(), (System.nanoTime() - started) / 1_000_000);
+            return assembled;
+        } catch (NoRoomException e) {
+            synchronized (slot) {
+                slot.state = ModelSlot.State.UNLOADED;
+                slot.loading = null;
+            }
+            LOG.warnf("Model '%s' not loaded: %s", slot.id(), e.getMessage());
+            throw e;
+        } catch (RuntimeException e) {
+            metrics.forget(slot.id());
+            synchronized (slot) {
+                slot.state = ModelSlot.State.FAILED;
+                slot.error = e.getMessage();
+                slot.failedAtNanos = System.nanoTime();
+                slot.loading = null;
+            }
+            if (slot.entry.pinned()) throw e;
+            LOG.errorf(e, "Model '%s' failed to load; the other models serve on", slot.id());
+            throw e;
+        }
+    }
+
+    private ModelSources.Located locate(ModelEntry entry) {
+        if (entry.path().startsWith(ModelEntry.GENERATED)) {
+            String name = entry.path().substring(ModelEntry.GENERATED.length());
+            ModelSize size;
+            try {
+                size = ModelSize.valueOf(name.toUpperCase(Locale.ROOT));
+            } catch (IllegalArgumentException e) {
+                throw new ModelLoadException("Model '" + entry.id() + "': no generated model '" + name + "' (demo, agent, tiny, bench)", e);
+            }
+            try {
+                Path dir = ModelGenerator.ensure(size, config.modelCacheDir());
+                return new ModelSources.Located(dir, dir.toString(), entry.id());
+            } catch (IOException e) {
+                throw new UncheckedIOException("Cannot build the " + name + " model in " + config.modelCacheDir(), e);
+            }
+        }
+        return modelSources.locate(entry.path(), Optional.ofNullable(entry.revision()), Optional.ofNullable(entry.file()));
+    }
+
+    /** The served file's bytes (with its external data): what loading it adds to the resident set, at most. */
+    private static long weightBytes(Path dir, ModelEntry entry) {
+        try {
+            List<String> files = ModelFiles.list(dir);
+            String onnx = ModelFiles.chooseOnnx(files, Optional.ofNullable(entry.file()), dir.toString());
+            long bytes = Files.size(dir.resolve(onnx));
+            for (String data : ModelFiles.externalData(files, onnx)) bytes += Files.size(dir.resolve(data));
+            return bytes;
+        } catch (IOException | RuntimeException e) {
+            return 0; // the loader names what is wrong
+        }
+    }
+
+    /** The other loaded models' KV budgets and working memory, set aside from a new model's budget. */
+    private long[] reserved(ModelSlot except) {
+        long kv = 0;
+        long working = 0;
+        for (ModelSlot s : slots) {
+            ServedModel served = s.served;
+            if (s == except || served == null) continue;
+            kv += served.memory().kv();
+            working += served.memory().working();
+        }
+        return new long[] {kv, working};
+    }
+
+    /** Unloads idle unpinned models, least recently used first, until the count and the memory limit leave room for {@code weights}. */
+    private void makeRoom(ModelSlot loading, long weights) {
+        while (true) {
+            long loaded = slots.stream().filter(s -> s != loading && s.served != null).count();
+            long[] others = reserved(loading);
+            long headroom = MemoryBudget.headroom(new ProcessMemory(), config.memoryLimit().map(MemorySize::asLongValue).orElse(0L), others[0] + others[1]);
+            boolean tooMany = loaded >= config.modelsMaxLoaded();
+            boolean tooBig = loaded > 0 && weights > headroom;
+            if (!tooMany && !tooBig) return;
+            ModelSlot victim = slots.stream().filter(s -> s != loading && s.served != null && !s.entry.pinned() && s.busy() == 0
+                            && System.nanoTime() - s.lastUsedNanos >= RESOLVE_GRACE.toNanos())
+                    .min(Comparator.comparingLong(s -> s.lastUsedNanos)).orElse(null);
+            if (victim == null) {
+                throw new NoRoomException(tooMany ? loaded + " models are loaded (ORTSERVE_MODELS_MAX_LOADED=" + config.modelsMaxLoaded()
+                        + ") and none can unload (pinned or in use)"
+                        : "the memory limit leaves " + (Math.max(0, headroom) >> 20) + " MiB for its " + (weights >> 20)
+                        + " MiB of weights and no loaded model can unload (pinned or in use)");
+            }
+            LOG.infof("Unloading model '%s' (least recently used) to make room for '%s'", victim.id(), loading.id());
+            unload(victim);
+        }
+    }
+
+    /** Every unpinned model idle past its keep_alive unloads (the model thread, each second). */
+    private void unloadIdle() {
+        try {
+            long now = System.nanoTime();
+            for (ModelSlot slot : slots) {
+                if (slot.served == null) continue;
+                if (slot.busy() > 0) {
+                    slot.touch(); // keep_alive counts from the end of the last request
+                    continue;
+                }
+                if (slot.keepAlive.forever()) continue;
+                long idle = now - slot.lastUsedNanos;
+                if (idle >= Math.max(slot.keepAlive.duration().toNanos(), RESOLVE_GRACE.toNanos())) {
+                    LOG.infof("Unloading model '%s': idle for its keep_alive (%s)", slot.id(), slot.keepAlive);
+                    unload(slot);
+                }
+            }
+        } catch (RuntimeException e) {
+            LOG.error("The idle-model check failed", e);
+        }
+    }
+
+    /** Closes a loaded model's engine and sessions and forgets its gauges. */
+    private void unload(ModelSlot slot) {
+        ServedModel s;
+        synchronized (slot) {
+            s = slot.served;
+            slot.served = null;
+            slot.state = ModelSlot.State.UNLOADED;
+        }
+        if (s == null) return;
+        metrics.forget(slot.id());
+        s.engine().close();
+        s.model().close();
+    }
+
+    /**
+     * POST /models/load: loads the model now (waits for it, as a request does). An unknown name is 404.
+     */
+    public Uni<ServedModel> load(String requested) {
+        return served(requested);
+    }
+
+    /**
+     * POST /models/unload: unloads it now. Refused (false, with the reason) for a pinned model or one with sequences
+     * running or waiting; an unloaded model stays unloaded (true).
+     */
+    public Uni<String> unload(String requested) {
+        ModelSlot slot = slot(requested);
+        return Uni.createFrom().completionStage(CompletableFuture.supplyAsync(() -> {
+            if (slot.entry.pinned()) return "'" + slot.id() + "' is pinned: it is never unloaded";
+            if (slot.busy() > 0) return "'" + slot.id() + "' has " + slot.busy() + " sequences running or waiting";
+            unload(slot);
+            LOG.infof("Unloaded model '%s' (POST /models/unload)", slot.id());
+            return null;
+        }, modelThread));
     }
 
     private static void warmUp(GenerationEngine engine, LoadedModel model) {
@@ -106,14 +399,15 @@ public class GenerationModelHost {
     }
 
     void stop(@Observes ShutdownEvent event) {
-        ServedModel s = served;
-        if (s != null) {
-            GenerationEngine engine = s.engine();
-            engine.close();
+        if (modelThread != null) modelThread.shutdownNow();
+        for (ModelSlot slot : slots) {
+            ServedModel s = slot.served;
+            if (s == null) continue;
+            s.engine().close();
             // When the JVM itself is exiting, ONNX Runtime's own shutdown hook releases the native
             // environment concurrently: releasing the session as well could race it. The process is
             // ending; its memory goes with it. (Tests restart the application in one JVM: close there.)
-            if (!jvmExiting()) engine.model().close();
+            if (!jvmExiting()) s.model().close();
         }
     }
 
@@ -128,89 +422,54 @@ public class GenerationModelHost {
         }
     }
 
+    /** Ready when every pinned model is loaded. */
     public boolean ready() {
-        return served != null;
+        return first != null && slots.stream().allMatch(s -> !s.entry.pinned() || s.served != null);
     }
 
-    /** The served model's context length in tokens. */
-    public int contextLength() {
-        return model().spec().maxModelLen();
+    /** Sequences running or waiting on every loaded model (the shutdown drain waits for 0). */
+    public int busy() {
+        return slots.stream().mapToInt(ModelSlot::busy).sum();
     }
 
-    /** How many tokens the served model's tokenizer makes of a text (no special tokens added). */
-    public int countTokens(String text) {
-        return model().tokenizer().encode(text).length;
+    /** The first pinned model's id (the default for /tokenize, the readiness data, the startup summary). */
+    public String modelId() {
+        return first == null ? null : first.id();
     }
 
-    /** The model's token ids of {@code text}, without special tokens (a predicted output's). */
+    /** The first pinned model, loaded (null before the start). */
+    public ServedModel defaultModel() {
+        return first == null ? null : first.served;
+    }
+
+    /** The first pinned model's engine (tests and benchmarks drive it directly). */
+    public GenerationEngine engine() {
+        return defaultModel().engine();
+    }
+
+    /** The first pinned model's loaded model (tests and benchmarks). */
+    public LoadedModel model() {
+        return defaultModel().model();
+    }
+
+    /** The model's token ids of {@code text}, without special tokens (tests). */
     public int[] encode(String text) {
         return model().tokenizer().encode(text, false);
     }
 
-    public String modelId() {
-        return modelId;
-    }
-
-    /** What is served; 503 model_not_ready while it loads. */
-    public ServedModel served() {
-        ServedModel s = served;
-        if (s == null) {
-            throw new UnavailableException("The model is still loading.", "model_not_ready");
+    /** Every configured model, loaded or not, for /v1/models. */
+    public List<ServedModelInfo> info() {
+        List<ServedModelInfo> infos = new ArrayList<>();
+        for (ModelSlot slot : slots) {
+            ServedModel s = slot.served;
+            ModelSlot.State state = slot.state;
+            infos.add(new ServedModelInfo(slot.id(), ServedModelInfo.Kind.GENERATION,
+                    s != null ? s.model().spec().maxModelLen() : 0,
+                    s != null ? s.model().directory().toString() : null, s != null ? s.createdAt() : 0,
+                    s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
+                    slot.entry.aliases(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null,
+                    slot.entry.pinned()));
         }
-        return s;
-    }
-
-    /** 503 model_not_ready while the model loads; for requests that check it before reading their body further. */
-    public void requireReady() {
-        served();
-    }
-
-    public GenerationEngine engine() {
-        return served().engine();
-    }
-
-    public LoadedModel model() {
-        return served().model();
-    }
-
-    /** The model's chat template and tokenizer, as chat completions and /tokenize use them. */
-    public ChatPromptRenderer chatPrompts() {
-        return served().chatPrompts();
-    }
-
-    /** The model's tool-call parser (configured or detected), or null when tool calling is off. */
-    public dev.ortserve.parse.ToolCallParser toolCallParser() {
-        return served().toolCallParser();
-    }
-
-    /** The model's reasoning parser (configured or detected), or null. */
-    public dev.ortserve.parse.ReasoningParser reasoningParser() {
-        return served().reasoningParser();
-    }
-
-    /** The parsers chosen at startup and where each choice came from. */
-    public dev.ortserve.parse.ParserSelection parsers() {
-        return served().parsers();
-    }
-
-    /** Where the served model came from: its directory, or owner/name@commit for a Hub model; null while loading. */
-    public String source() {
-        ServedModel s = served;
-        return s == null ? null : s.source();
-    }
-
-    /** Checks the request's model id before anything else is done with the request. */
-    public void requireModel(String requested) {
-        if (!modelId.equals(requested)) {
-            throw new ModelNotFoundException(requested);
-        }
-    }
-
-    public ServedModelInfo info() {
-        ServedModel s = served;
-        return new ServedModelInfo(modelId, ServedModelInfo.Kind.GENERATION,
-                s != null ? s.model().spec().maxModelLen() : 0,
-                s != null ? s.model().directory().toString() : null, s != null ? s.createdAt() : 0,
-                s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName());
+        return infos;
     }
 }

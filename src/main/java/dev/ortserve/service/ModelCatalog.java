@@ -5,7 +5,7 @@ import jakarta.inject.Inject;
 
 import java.util.List;
 
-/** The models this server serves, for /v1/models. */
+/** The models this server serves, loaded or not, for /v1/models. */
 @ApplicationScoped
 public class ModelCatalog {
 
@@ -16,6 +16,8 @@ public class ModelCatalog {
     EmbeddingModelHost embedding;
 
     public List<ServedModelInfo> models() {
-        return List.of(generation.info(), embedding.info());
+        List<ServedModelInfo> models = new java.util.ArrayList<>(generation.info());
+        models.add(embedding.info());
+        return models;
     }
 }

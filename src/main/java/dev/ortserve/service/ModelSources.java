@@ -28,6 +28,13 @@ public class ModelSources {
      */
     public record Located(Path directory, String source, String defaultId) { }
 
+    /** The id a model gets when none is configured, without fetching anything: the directory's name, or the Hub id's repository. */
+    public String defaultId(String spec) {
+        Path local = Path.of(spec);
+        if (Files.isDirectory(local)) return local.toAbsolutePath().normalize().getFileName().toString();
+        return HubRepoId.parse(spec).map(HubRepoId::repo).orElse(spec);
+    }
+
     public Located locate(String spec, Optional<String> revision, Optional<String> modelFile) {
         Path local = Path.of(spec);
         if (Files.isDirectory(local)) {

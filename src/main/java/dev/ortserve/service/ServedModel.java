@@ -7,21 +7,38 @@ import dev.ortserve.parse.ParserSelection;
 import dev.ortserve.parse.ReasoningParser;
 import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
+import dev.ortserve.service.structured.StructuredOutputs;
 
 /**
  * What is served, once it is loaded: the model and its engine, the chat prompts (template and
  * tokenizer), the parsers chosen for it, its id and where it came from. An immutable value made by
- * {@link GenerationModelHost} at startup.
+ * {@link GenerationModelHost} when it loads the model; a request resolves it once and carries it down.
  *
  * @param source its directory, or owner/name@commit for a Hub model
  * @param memory the process's memory as split at its start (the KV budget its engine got)
+ * @param structured its grammars (JSON mode, schemas, forced calls) over its vocabulary
  */
 public record ServedModel(String id, String source, LoadedModel model, GenerationEngine engine, ChatPromptRenderer chatPrompts,
-                          ParserSelection parsers, long createdAt, MemoryBudget memory) {
+                          ParserSelection parsers, long createdAt, MemoryBudget memory, StructuredOutputs structured) {
 
     /** The tool-call parser (configured or detected), or null when tool calling is off. */
     public ToolCallParser toolCallParser() {
         return parsers.tools();
+    }
+
+    /** Its context length in tokens. */
+    public int contextLength() {
+        return model.spec().maxModelLen();
+    }
+
+    /** How many tokens its tokenizer makes of a text (no special tokens added). */
+    public int countTokens(String text) {
+        return model.tokenizer().encode(text).length;
+    }
+
+    /** Its token ids of {@code text}, without special tokens (a predicted output's). */
+    public int[] encode(String text) {
+        return model.tokenizer().encode(text, false);
     }
 
     /** The reasoning parser (configured or detected), or null. */

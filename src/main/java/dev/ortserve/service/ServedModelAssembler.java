@@ -24,6 +24,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Clock;
 import java.time.Instant;
+import java.util.Optional;
+import dev.ortserve.service.structured.StructuredOutputs;
 
 /**
  * Builds what is served from the configuration, once, at startup: the engine options, the loaded
@@ -50,31 +52,46 @@ final class ServedModelAssembler {
         config.reasoningParser().filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::reasoning);
     }
 
+    /** A model's own parser names and precision, checked at start with the model named, before anything is loaded. */
+    void checkSettings(ModelEntry entry) {
+        try {
+            Optional.ofNullable(entry.toolCallParser()).filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::toolCalls);
+            Optional.ofNullable(entry.reasoningParser()).filter(n -> !n.equals(ParserSelection.NONE)).ifPresent(Parsers::reasoning);
+            if (entry.weightPrecision() != null) WeightPrecision.parse(entry.weightPrecision());
+        } catch (IllegalArgumentException e) {
+            throw new ModelLoadException("Model '" + entry.id() + "': " + e.getMessage(), e);
+        }
+    }
+
     /**
      * @param draftDir   the draft model's directory (speculative decoding), or null for none
      * @param instrument attaches the metrics to the new engine before it serves anything
      */
-    ServedModel assemble(String modelId, String source, Path dir, Path draftDir, java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
-        EngineOptions configured = engineOptions();
-        LoadedModel model = ModelLoader.load(dir, configured, config.modelFile());
+    ServedModel assemble(ModelEntry entry, String source, Path dir, Path draftDir, long otherKv, long otherWorking,
+                         java.util.function.Consumer<ContinuousBatchingEngine> instrument) {
+        EngineOptions configured = engineOptions(entry);
+        Optional<String> file = Optional.ofNullable(entry.file());
+        LoadedModel model = ModelLoader.load(dir, configured, file);
         LoadedModel draft = null;
         try {
             // loaded before the budget is split: its weights are part of the resident set measured at ready
-            draft = draftDir == null ? null : loadDraft(draftDir, dir, configured, model);
-            MemoryBudget budget = memoryBudget(model, configured);
+            draft = draftDir == null ? null : loadDraft(draftDir, dir, configured, model, file);
+            MemoryBudget budget = memoryBudget(model, configured, otherKv, otherWorking);
             EngineOptions options = configured.withKvCacheBytes(budget.kv());
-            String template = chatTemplate(model);
+            String template = chatTemplate(model, entry);
             ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
                     new dev.ortserve.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
             chatPrompts.probe();
-            ParserSelection parsers = ParserSelection.choose(config.toolCallParser(), config.reasoningParser(),
+            ParserSelection parsers = ParserSelection.choose(Optional.ofNullable(entry.toolCallParser()).or(config::toolCallParser),
+                    Optional.ofNullable(entry.reasoningParser()).or(config::reasoningParser),
                     new ParserSelection.ModelHints(template, model.tokenizer().addedTokens(), chatPrompts.generationPrompt()));
             if (parsers.tools() != null) chatPrompts.callIds(parsers.tools()::templateCallId);
-            LOG.infof("Model parsers: %s", parsers.describe());
+            LOG.infof("Model '%s' parsers: %s", entry.id(), parsers.describe());
             ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator, draft);
             draft = null; // the engine's now
             instrument.accept(engine);
-            return new ServedModel(modelId, source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget);
+            return new ServedModel(entry.id(), source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget,
+                    new StructuredOutputs(model));
         } catch (RuntimeException e) {
             if (draft != null) draft.close();
             model.close();
@@ -86,7 +103,7 @@ final class ServedModelAssembler {
      * The draft model (ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH) at its precision, with the served model's rewrites otherwise;
      * a tokenizer that differs from the served model's stops the start with both named.
      */
-    private LoadedModel loadDraft(Path draftDir, Path dir, EngineOptions configured, LoadedModel model) {
+    private LoadedModel loadDraft(Path draftDir, Path dir, EngineOptions configured, LoadedModel model, Optional<String> file) {
         WeightPrecision precision;
         try {
             precision = WeightPrecision.parse(config.speculative().draftWeightPrecision());
@@ -99,7 +116,7 @@ final class ServedModelAssembler {
                     + " lower, e.g. int4)");
         }
         LoadedModel draft = ModelLoader.load(draftDir, configured.withRewrite(configured.rewrite().withPrecision(precision), configured.rewriteCache()),
-                draftDir.equals(dir) ? config.modelFile() : java.util.Optional.empty());
+                draftDir.equals(dir) ? file : java.util.Optional.empty());
         String mismatch = ContinuousBatchingEngine.checkDraft(model, draft);
         if (mismatch != null) {
             draft.close();
@@ -113,30 +130,31 @@ final class ServedModelAssembler {
      * The process's memory split once the model is loaded (its resident set measured): the KV budget is what the
      * limit leaves, or the configured one within it; a limit that cannot hold the model stops the start here.
      */
-    private MemoryBudget memoryBudget(LoadedModel model, EngineOptions options) {
+    private MemoryBudget memoryBudget(LoadedModel model, EngineOptions options, long otherKv, long otherWorking) {
         long perToken = model.spec().kvBytesPerToken();
         int context = model.spec().maxModelLen();
         MemoryBudget.Request request = new MemoryBudget.Request(config.memoryLimit().map(MemorySize::asLongValue).orElse(0L),
                 options.kvCacheBytes(), perToken * options.maxSequences() * (long) context, perToken * Math.min(context, MIN_KV_TOKENS),
-                options.workingBytes(model.spec(), model.lastPositionLogits()));
+                options.workingBytes(model.spec(), model.lastPositionLogits())).besides(otherKv, otherWorking);
         MemoryBudget budget;
         try {
             budget = MemoryBudget.split(new ProcessMemory(), request);
         } catch (MemoryBudget.DoesNotFitException e) {
-            throw new ModelLoadException(e.getMessage() + " (ORTSERVE_MEMORY_LIMIT, ORTSERVE_ENGINE_KV_CACHE_BYTES)", e);
+            throw new ModelLoadException(e.getMessage() + " (ORTSERVE_MEMORY_LIMIT, ORTSERVE_ENGINE_KV_CACHE_BYTES" + (otherKv > 0
+                    ? "; other models are loaded: ORTSERVE_MODELS_MAX_LOADED" : "") + ")", e);
         }
         budget.warnings().forEach(w -> LOG.warnf("Memory budget: %s", w));
-        LOG.infof("Memory budget: %s", budget.describe());
+        LOG.infof("Memory budget of '%s': %s", model.directory().getFileName(), budget.describe());
         return budget;
     }
 
     /** The least KV a start accepts: this many tokens of one sequence (or its whole context when shorter). */
     static final int MIN_KV_TOKENS = 1024;
 
-    private EngineOptions engineOptions() {
+    private EngineOptions engineOptions(ModelEntry entry) {
         WeightPrecision precision;
         try {
-            precision = WeightPrecision.parse(config.engine().weightPrecision());
+            precision = WeightPrecision.parse(entry.weightPrecision() != null ? entry.weightPrecision() : config.engine().weightPrecision());
         } catch (IllegalArgumentException e) {
             throw new ModelLoadException("ORTSERVE_ENGINE_WEIGHT_PRECISION: " + e.getMessage(), e);
         }
@@ -149,12 +167,13 @@ final class ServedModelAssembler {
         return new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
                 config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
-                config.engine().maxModelLen(), config.engine().batchWindow(),
+                entry.maxModelLen() != null ? java.util.OptionalInt.of(entry.maxModelLen()) : config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype), config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
-                config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L), config.engine().queueTimeout(), speculative());
+                entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
+                config.engine().queueTimeout(), speculative());
     }
 
     /** ORTSERVE_SPECULATIVE_* as the engine takes them. */
@@ -168,9 +187,10 @@ final class ServedModelAssembler {
     }
 
     /** The model's own template, or the one ORTSERVE_CHAT_TEMPLATE names. */
-    private String chatTemplate(LoadedModel model) {
-        if (config.chatTemplate().isEmpty()) return model.chatTemplate();
-        Path file = config.chatTemplate().get();
+    private String chatTemplate(LoadedModel model, ModelEntry entry) {
+        Optional<Path> configured = Optional.ofNullable(entry.chatTemplate()).or(config::chatTemplate);
+        if (configured.isEmpty()) return model.chatTemplate();
+        Path file = configured.get();
         try {
             return Files.readString(file);
         } catch (IOException e) {

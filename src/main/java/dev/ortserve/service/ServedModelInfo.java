@@ -1,11 +1,20 @@
 package dev.ortserve.service;
 
-/** What /v1/models says about a served model. */
-public record ServedModelInfo(String id, Kind kind, int maxModelLen, String root, long createdEpochSeconds,
-                              String toolCallParser, String reasoningParser) {
+import java.util.List;
 
+/**
+ * What /v1/models says about a configured model.
+ *
+ * @param state  loaded, loading, unloaded or failed
+ * @param error  why its last load failed (state failed), else null
+ * @param pinned loaded at start and never unloaded
+ */
+public record ServedModelInfo(String id, Kind kind, int maxModelLen, String root, long createdEpochSeconds,
+                              String toolCallParser, String reasoningParser, List<String> aliases, String state, String error, boolean pinned) {
+
+    /** A model loaded at start and always served (the embedding model). */
     public ServedModelInfo(String id, Kind kind, int maxModelLen, String root, long createdEpochSeconds) {
-        this(id, kind, maxModelLen, root, createdEpochSeconds, null, null);
+        this(id, kind, maxModelLen, root, createdEpochSeconds, null, null, List.of(), "loaded", null, true);
     }
 
     public enum Kind { GENERATION, EMBEDDING }

@@ -27,10 +27,10 @@ public class ServingMetrics {
     @Inject
     MeterRegistry registry;
 
-    private final AtomicInteger batchSize = new AtomicInteger();
-    /** Suppliers the meters read (Micrometer holds a meter's state weakly): kept as long as the metrics. */
-    private final java.util.List<Object> readings = new java.util.concurrent.CopyOnWriteArrayList<>();
-    private final AtomicReference<Double> kvUsage = new AtomicReference<>(0.0);
+    /** Suppliers the meters read (Micrometer holds a meter's state weakly), by model: kept while the model is loaded. */
+    private final java.util.Map<String, java.util.List<Object>> readings = new java.util.concurrent.ConcurrentHashMap<>();
+    /** The gauges and function counters read from a loaded model, by model: removed when it unloads (its engine is gone). */
+    private final java.util.Map<String, java.util.List<io.micrometer.core.instrument.Meter>> modelMeters = new java.util.concurrent.ConcurrentHashMap<>();
 
     private static final Duration[] SLO = {Duration.ofMillis(5), Duration.ofMillis(10), Duration.ofMillis(25), Duration.ofMillis(50),
             Duration.ofMillis(100), Duration.ofMillis(250), Duration.ofMillis(500), Duration.ofSeconds(1), Duration.ofSeconds(2),
@@ -38,10 +38,14 @@ public class ServingMetrics {
 
     /** Registers the engine's gauges and listens to its scheduling and steps. */
     public EngineListener engineListener(String model) {
-        Gauge.builder("ortserve_batch_size", batchSize, AtomicInteger::get)
-                .description("Sequences in the last batched decode step").tag("model", model).register(registry);
-        Gauge.builder("ortserve_kv_cache_usage_ratio", kvUsage, AtomicReference::get)
-                .description("KV cache positions held / positions the limits allow (max-sequences x context)").tag("model", model).register(registry);
+        AtomicInteger batchSize = new AtomicInteger();
+        AtomicReference<Double> kvUsage = new AtomicReference<>(0.0);
+        keepReading(model, batchSize);
+        keepReading(model, kvUsage);
+        keep(model, Gauge.builder("ortserve_batch_size", batchSize, AtomicInteger::get)
+                .description("Sequences in the last batched decode step").tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_kv_cache_usage_ratio", kvUsage, AtomicReference::get)
+                .description("KV cache positions held / positions the limits allow (max-sequences x context)").tag("model", model).register(registry));
         Timer queue = timer("ortserve.queue.time", "Time from admission to the start of prefill", model);
         Timer step = timer("ortserve.decode.step", "A batched decode step in all: forward pass, sampling and the per-token callbacks of every stream", model);
         Timer forward = timer("ortserve.decode.forward", "The ONNX Runtime forward pass of a batched decode step", model);
@@ -71,23 +75,23 @@ public class ServingMetrics {
      */
     public void prefixCache(String model, java.util.function.Supplier<PrefixCacheStats> stats) {
         if (stats.get() == null) return;
-        Gauge.builder("ortserve_prefix_cache_bytes", stats, s -> s.get().bytes())
-                .description("Bytes of KV the prefix cache holds (its blocks' native buffers)").tag("model", model).register(registry);
-        Gauge.builder("ortserve_prefix_cache_budget_bytes", stats, s -> s.get().budgetBytes())
-                .description("Bytes the prefix cache may hold (its cap, at most the KV budget it lives in)").tag("model", model).register(registry);
-        Gauge.builder("ortserve_prefix_cache_unreferenced_bytes", stats, s -> s.get().unreferencedBytes())
+        keep(model, Gauge.builder("ortserve_prefix_cache_bytes", stats, s -> s.get().bytes())
+                .description("Bytes of KV the prefix cache holds (its blocks' native buffers)").tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_prefix_cache_budget_bytes", stats, s -> s.get().budgetBytes())
+                .description("Bytes the prefix cache may hold (its cap, at most the KV budget it lives in)").tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_prefix_cache_unreferenced_bytes", stats, s -> s.get().unreferencedBytes())
                 .description("Bytes of prefix-cache blocks no running sequence references (counted against the KV budget, evicted first)")
-                .tag("model", model).register(registry);
-        FunctionCounter.builder("ortserve_prefix_cache_evictions", stats, s -> s.get().evictions())
-                .description("Prefix-cache blocks evicted (for its cap or for the KV budget)").tag("model", model).register(registry);
-        Gauge.builder("ortserve_prefix_cache_blocks", stats, s -> s.get().blocks())
-                .description("Blocks (16 tokens each) in the prefix cache").tag("model", model).register(registry);
-        FunctionCounter.builder("ortserve_prefix_cache_lookups", stats, s -> s.get().lookups())
-                .description("Prompts looked up in the prefix cache").tag("model", model).register(registry);
-        FunctionCounter.builder("ortserve_prefix_cache_prompt_tokens", stats, s -> s.get().promptTokens())
-                .description("Prompt tokens looked up in the prefix cache").tag("model", model).register(registry);
-        FunctionCounter.builder("ortserve_prefix_cache_hit_tokens", stats, s -> s.get().hitTokens())
-                .description("Prompt tokens whose KV was reused from the prefix cache").tag("model", model).register(registry);
+                .tag("model", model).register(registry));
+        keep(model, FunctionCounter.builder("ortserve_prefix_cache_evictions", stats, s -> s.get().evictions())
+                .description("Prefix-cache blocks evicted (for its cap or for the KV budget)").tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_prefix_cache_blocks", stats, s -> s.get().blocks())
+                .description("Blocks (16 tokens each) in the prefix cache").tag("model", model).register(registry));
+        keep(model, FunctionCounter.builder("ortserve_prefix_cache_lookups", stats, s -> s.get().lookups())
+                .description("Prompts looked up in the prefix cache").tag("model", model).register(registry));
+        keep(model, FunctionCounter.builder("ortserve_prefix_cache_prompt_tokens", stats, s -> s.get().promptTokens())
+                .description("Prompt tokens looked up in the prefix cache").tag("model", model).register(registry));
+        keep(model, FunctionCounter.builder("ortserve_prefix_cache_hit_tokens", stats, s -> s.get().hitTokens())
+                .description("Prompt tokens whose KV was reused from the prefix cache").tag("model", model).register(registry));
     }
 
     /**
@@ -96,19 +100,19 @@ public class ServingMetrics {
      * the budget, their ratio; requests failed unstarted after the queue timeout.
      */
     public void kvBudget(String model, java.util.function.LongSupplier held, long budget, java.util.function.LongSupplier timeouts) {
-        Gauge.builder("ortserve_kv_cache_used_bytes", held, h -> h.getAsLong())
+        keep(model, Gauge.builder("ortserve_kv_cache_used_bytes", held, h -> h.getAsLong())
                 .description("KV bytes held against the budget: running sequences' reservations and every prefix-cache block")
-                .tag("model", model).register(registry);
-        Gauge.builder("ortserve_kv_cache_budget_bytes", () -> budget)
-                .description("The KV budget (ORTSERVE_ENGINE_KV_CACHE_BYTES, or what the memory limit leaves)").tag("model", model).register(registry);
-        Gauge.builder("ortserve_kv_cache_usage_perc", held, h -> budget <= 0 ? 0.0 : Math.min(1.0, h.getAsLong() / (double) budget))
-                .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).register(registry);
-        FunctionCounter.builder("ortserve_queue_timeouts", timeouts, t -> t.getAsLong())
+                .tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_kv_cache_budget_bytes", () -> budget)
+                .description("The KV budget (ORTSERVE_ENGINE_KV_CACHE_BYTES, or what the memory limit leaves)").tag("model", model).register(registry));
+        keep(model, Gauge.builder("ortserve_kv_cache_usage_perc", held, h -> budget <= 0 ? 0.0 : Math.min(1.0, h.getAsLong() / (double) budget))
+                .description("KV bytes held / the KV budget, 0-1 (vLLM's kv_cache_usage_perc)").tag("model", model).register(registry));
+        keep(model, FunctionCounter.builder("ortserve_queue_timeouts", timeouts, t -> t.getAsLong())
                 .description("Requests answered 503 unstarted after waiting the queue timeout for KV budget").tag("model", model)
-                .register(registry);
+                .register(registry));
         // the meters read their suppliers through weak references: kept here
-        readings.add(held);
-        readings.add(timeouts);
+        keepReading(model, held);
+        keepReading(model, timeouts);
     }
 
     /**
@@ -116,14 +120,14 @@ public class ServingMetrics {
      * tokens verified (predicted outputs and prompt lookup) and those accepted; their ratio is the acceptance rate.
      */
     public void speculativeDecoding(String model, java.util.function.LongSupplier drafted, java.util.function.LongSupplier accepted) {
-        FunctionCounter.builder("ortserve_spec_decode_num_draft_tokens", drafted, d -> d.getAsLong())
+        keep(model, FunctionCounter.builder("ortserve_spec_decode_num_draft_tokens", drafted, d -> d.getAsLong())
                 .description("Draft tokens verified by speculative decoding (predicted outputs and prompt lookup)").tag("model", model)
-                .register(registry);
-        FunctionCounter.builder("ortserve_spec_decode_num_accepted_tokens", accepted, a -> a.getAsLong())
+                .register(registry));
+        keep(model, FunctionCounter.builder("ortserve_spec_decode_num_accepted_tokens", accepted, a -> a.getAsLong())
                 .description("Draft tokens the model accepted (each one a token generated without a pass of its own)").tag("model", model)
-                .register(registry);
-        readings.add(drafted);
-        readings.add(accepted);
+                .register(registry));
+        keepReading(model, drafted);
+        keepReading(model, accepted);
     }
 
     /** The process's memory budget as split at start, one gauge per part. */
@@ -168,6 +172,25 @@ public class ServingMetrics {
                 .register(registry).increment();
     }
 
+
+    /** A meter read from a loaded model: removed by {@link #forget(String)} when the model unloads. */
+    public void keep(String model, io.micrometer.core.instrument.Meter meter) {
+        modelMeters.computeIfAbsent(model, m -> new java.util.concurrent.CopyOnWriteArrayList<>()).add(meter);
+    }
+
+    private void keepReading(String model, Object reading) {
+        readings.computeIfAbsent(model, m -> new java.util.concurrent.CopyOnWriteArrayList<>()).add(reading);
+    }
+
+    /**
+     * A model unloaded: its gauges and function counters (which read its engine) are removed, to be registered again
+     * by its next load; its timers and counters (requests, tokens, latencies) go on counting across loads.
+     */
+    public void forget(String model) {
+        java.util.List<io.micrometer.core.instrument.Meter> meters = modelMeters.remove(model);
+        if (meters != null) meters.forEach(registry::remove);
+        readings.remove(model);
+    }
 
     private Timer timer(String name, String description, String model) {
         return Timer.builder(name).description(description).tag("model", model).serviceLevelObjectives(SLO).register(registry);

@@ -76,7 +76,6 @@ public class ShutdownDrain {
     }
 
     private boolean busy() {
-        var engine = generation.engine();
-        return engine != null && engine.runningSequences() + engine.waitingSequences() > 0;
+        return generation.busy() > 0;
     }
 }

@@ -10,6 +10,7 @@ import jakarta.inject.Inject;
 import org.eclipse.microprofile.config.ConfigProvider;
 import org.jboss.logging.Logger;
 
+import java.util.List;
 import java.util.Locale;
 
 /**
@@ -33,20 +34,26 @@ public class StartupSummary {
 
     // after the model hosts (default observer priority 2500) have loaded their models
     void log(@Observes @Priority(3000) StartupEvent event) {
-        LoadedModel model = generation.model();
+        ServedModel served = generation.defaultModel();
+        LoadedModel model = served.model();
         String file = model.directory().relativize(model.modelFile()).toString().replace('\\', '/');
         var quarkus = ConfigProvider.getConfig();
         String host = quarkus.getOptionalValue("quarkus.http.host", String.class).orElse("0.0.0.0");
         String port = quarkus.getOptionalValue("quarkus.http.port", String.class).orElse("8080");
         LOG.infof("Serving '%s' from %s: %s layout, %s (%s, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
                         + "embeddings '%s'; store %s; listening on http://%s:%s",
-                generation.modelId(), generation.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
+                served.id(), served.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
                 model.spec().layout() == dev.ortserve.engine.ModelLayout.GENAI ? "model-builder weights" : served(file, model.rewrites()),
                 model.spec().kvType().name().toLowerCase(Locale.ROOT),
-                generation.toolCallParser() == null ? "off" : generation.toolCallParser().name(),
-                generation.reasoningParser() == null ? "off" : generation.reasoningParser().name(),
+                served.toolCallParser() == null ? "off" : served.toolCallParser().name(),
+                served.reasoningParser() == null ? "off" : served.reasoningParser().name(),
                 config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
                 spinning(ServedModelAssembler.spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros())), embedding.modelId(), config.store(), host, port);
+        List<ServedModelInfo> others = generation.info().stream().filter(m -> !m.id().equals(served.id())).toList();
+        if (!others.isEmpty()) {
+            LOG.infof("Also served: %s", others.stream().map(m -> "'" + m.id() + "' (" + (m.pinned() ? "pinned, " : "") + m.state() + ")")
+                    .collect(java.util.stream.Collectors.joining(", ")));
+        }
     }
 
     static String spinning(int micros) {

@@ -5,36 +5,32 @@ import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.inject.Inject;
 
 import java.util.ArrayList;
 import java.util.List;
 
-/** Tokenizing and detokenizing on the served model's own tokenizer (vLLM's /tokenize and /detokenize). */
+/** Tokenizing and detokenizing on a served model's own tokenizer (vLLM's /tokenize and /detokenize). */
 @ApplicationScoped
 public class TokenizerService {
-
-    @Inject
-    GenerationModelHost host;
 
     /** A prompt's tokens, their texts when asked for (else null), and the model's context length. */
     public record Tokens(List<Integer> ids, List<String> strings, int maxModelLen) {
     }
 
     /** A chat conversation's tokens: the same rendering path as chat completions, so what this counts is what the model is fed. */
-    public Uni<Tokens> chat(ChatPromptRenderer.Request request, boolean strings) {
-        LoadedModel model = host.model();
-        return host.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
+    public Uni<Tokens> chat(ServedModel served, ChatPromptRenderer.Request request, boolean strings) {
+        LoadedModel model = served.model();
+        return served.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
     }
 
-    public Tokens text(String text, boolean addSpecialTokens, boolean strings) {
-        LoadedModel model = host.model();
+    public Tokens text(ServedModel served, String text, boolean addSpecialTokens, boolean strings) {
+        LoadedModel model = served.model();
         return tokens(model.tokenizer().encode(text, addSpecialTokens), strings, model);
     }
 
     /** The text of token ids; each must be in the vocabulary. */
-    public String detokenize(List<Integer> tokens) {
-        LoadedModel model = host.model();
+    public String detokenize(ServedModel served, List<Integer> tokens) {
+        LoadedModel model = served.model();
         int vocab = model.spec().vocabSize();
         int[] ids = new int[tokens.size()];
         for (int i = 0; i < ids.length; i++) {

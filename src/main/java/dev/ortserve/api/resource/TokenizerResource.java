@@ -18,7 +18,7 @@ import jakarta.ws.rs.core.Response;
 
 import java.util.List;
 
-/** POST /tokenize and /detokenize, on the served model's own tokenizer (vLLM's utilities). */
+/** POST /tokenize and /detokenize, on the named model's own tokenizer (vLLM's utilities; no model: the first pinned one). */
 public class TokenizerResource implements TokenizerApi {
 
     @Inject
@@ -36,22 +36,21 @@ public class TokenizerResource implements TokenizerApi {
     @Override
     public Uni<Response> tokenize(TokenizeRequest request) {
         if (request.value() instanceof TokenizeChatRequest chat) {
-            if (chat.getModel() != null) host.requireModel(chat.getModel());
+            host.requireModel(chat.getModel());
             if (Boolean.TRUE.equals(chat.getAddSpecialTokens())) {
                 throw ApiException.unsupported("add_special_tokens", "With 'messages' the chat template places the special tokens; 'add_special_tokens' must be false.");
             }
-            host.requireReady();
             List<java.util.Map<String, Object>> tools = chat.getTools() == null || chat.getTools().isEmpty() ? null
                     : mapper.convertValue(chat.getTools(), new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { });
             ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(chat.getMessages()), tools,
                     ChatMessages.documents(chat.getDocuments()), !Boolean.FALSE.equals(chat.getAddGenerationPrompt()),
                     Boolean.TRUE.equals(chat.getContinueFinalMessage()), chat.getChatTemplateKwargs(),
                     ChatMessages.requestTemplate(chat.getChatTemplate(), config.allowRequestChatTemplate()));
-            return tokenizer.chat(promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())).map(TokenizerResource::answer);
+            return host.served(chat.getModel()).flatMap(served -> tokenizer.chat(served, promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())))
+                    .map(TokenizerResource::answer);
         }
         TokenizeCompletionRequest req = (TokenizeCompletionRequest) request.value();
-        if (req.getModel() != null) host.requireModel(req.getModel());
-        return Uni.createFrom().item(answer(tokenizer.text(req.getPrompt(), !Boolean.FALSE.equals(req.getAddSpecialTokens()),
+        return host.served(req.getModel()).map(served -> answer(tokenizer.text(served, req.getPrompt(), !Boolean.FALSE.equals(req.getAddSpecialTokens()),
                 Boolean.TRUE.equals(req.getReturnTokenStrs()))));
     }
 
@@ -65,7 +64,6 @@ public class TokenizerResource implements TokenizerApi {
 
     @Override
     public Uni<Response> detokenize(DetokenizeRequest req) {
-        if (req.getModel() != null) host.requireModel(req.getModel());
-        return Uni.createFrom().item(Response.ok(new DetokenizeResponse().prompt(tokenizer.detokenize(req.getTokens()))).build());
+        return host.served(req.getModel()).map(served -> Response.ok(new DetokenizeResponse().prompt(tokenizer.detokenize(served, req.getTokens()))).build());
     }
 }

@@ -25,10 +25,11 @@ import java.util.Locale;
  * old one is still read, so direct memory must hold twice the KV budget. A budget larger than half of
  * {@code -XX:MaxDirectMemorySize} (whose default is the heap's maximum) is capped to it, with a warning that names both.
  *
+ * @param others   what other models loaded beside this one set aside (their KV budgets and working memory; 0 for one model)
  * @param warnings what was capped, and why (to be logged at WARN)
  */
 public record MemoryBudget(long limit, String limitSource, long resident, long heapGrowth, long working, long overhead,
-                           long kv, String kvSource, long maxDirect, List<String> warnings) {
+                           long kv, String kvSource, long maxDirect, long others, List<String> warnings) {
 
     /** What is set aside for memory that grows outside the other parts. */
     public static final long OVERHEAD = 256L << 20;
@@ -43,7 +44,20 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
      *                        is a start error (a smaller configured KV budget is taken as it is)
      * @param working         onnxruntime's working memory for the largest pass
      */
-    public record Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working) {
+    public record Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working, long otherKv, long otherWorking) {
+
+        /** One model in the process. */
+        public Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working) {
+            this(configuredLimit, configuredKv, kvUsable, kvMinimum, working, 0, 0);
+        }
+
+        /**
+         * The same request beside other models already loaded: their KV budgets and working memory are set aside
+         * (not yet resident, they may grow into it), and their KV shares direct memory with this one's.
+         */
+        public Request besides(long otherKv, long otherWorking) {
+            return new Request(configuredLimit, configuredKv, kvUsable, kvMinimum, working, otherKv, otherWorking);
+        }
     }
 
     /** Thrown when the limit cannot hold the model and the least KV: names every part. */
@@ -51,6 +65,16 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
         public DoesNotFitException(String message) {
             super(message);
         }
+    }
+
+    /**
+     * What the limit leaves now for another model's weights: the limit less the resident set, the heap's growth, the
+     * overhead and what the loaded models set aside ({@code reserved}: their KV budgets and working memory).
+     */
+    public static long headroom(ProcessMemory memory, long configuredLimit, long reserved) {
+        long resident = memory.resident();
+        long limit = configuredLimit > 0 ? configuredLimit : memory.cgroupLimit().orElse(memory.hostAvailable() + resident);
+        return limit - resident - Math.max(0, ProcessMemory.maxHeap() - ProcessMemory.committedHeap()) - OVERHEAD - reserved;
     }
 
     public static MemoryBudget split(ProcessMemory memory, Request request) {
@@ -69,7 +93,7 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
             limitSource = "the host's available memory and this process's";
         }
         long heapGrowth = Math.max(0, ProcessMemory.maxHeap() - ProcessMemory.committedHeap());
-        long rest = limit - resident - heapGrowth - request.working() - OVERHEAD;
+        long rest = limit - resident - heapGrowth - request.working() - OVERHEAD - request.otherKv() - request.otherWorking();
         List<String> warnings = new ArrayList<>();
         long kv;
         String kvSource;
@@ -86,7 +110,7 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
             kv = Math.min(request.kvUsable(), Math.max(rest, 0));
             kvSource = kv == request.kvUsable() ? "what max-sequences rows of the whole context take" : "the rest of the limit";
         }
-        long maxDirect = ProcessMemory.maxDirect();
+        long maxDirect = ProcessMemory.maxDirect() - 2 * request.otherKv();
         if (2 * kv > maxDirect) {
             warnings.add(String.format(Locale.ROOT, "the KV budget %s needs %s of direct memory (a batch is copied when it changes), "
                             + "more than -XX:MaxDirectMemorySize (%s%s): capped to %s; start the JVM with -XX:MaxDirectMemorySize=%s to use it all",
@@ -95,6 +119,7 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
             kvSource += ", capped to half of -XX:MaxDirectMemorySize";
         }
         MemoryBudget budget = new MemoryBudget(limit, limitSource, resident, heapGrowth, request.working(), OVERHEAD, kv, kvSource, maxDirect,
+                request.otherKv() + request.otherWorking(),
                 List.copyOf(warnings));
         if (rest < request.kvMinimum() && kv < request.kvMinimum()) {
             throw new DoesNotFitException(String.format(Locale.ROOT, "The memory budget does not hold the model and the least KV (%s): %s; "
@@ -106,15 +131,15 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
 
     /** What is left of the limit after every part (negative: the parts exceed it, possible when KV was configured). */
     public long unassigned() {
-        return limit - resident - heapGrowth - working - overhead - kv;
+        return limit - resident - heapGrowth - working - overhead - others - kv;
     }
 
     /** The split in one line, as the startup log prints it. */
     public String describe() {
         return String.format(Locale.ROOT, "limit %s (%s) = resident at ready %s + heap growth %s (-Xmx %s) + onnxruntime working %s + overhead %s"
-                        + " + KV %s (%s) + unassigned %s; direct memory limit %s",
+                        + "%s + KV %s (%s) + unassigned %s; direct memory limit %s",
                 mib(limit), limitSource, mib(resident), mib(heapGrowth), mib(ProcessMemory.maxHeap()), mib(working), mib(overhead),
-                mib(kv), kvSource, mib(unassigned()), mib(maxDirect));
+                others == 0 ? "" : " + other models' KV and working " + mib(others), mib(kv), kvSource, mib(unassigned()), mib(maxDirect));
     }
 
     static String mib(long bytes) {

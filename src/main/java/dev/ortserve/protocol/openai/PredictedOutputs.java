@@ -4,7 +4,7 @@ import dev.ortserve.api.model.ChatCompletionContentPart;
 import dev.ortserve.api.model.ChatCompletionContentPartText;
 import dev.ortserve.api.model.PredictionContent;
 import dev.ortserve.api.union.MessageContent;
-import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 
@@ -21,7 +21,7 @@ public final class PredictedOutputs {
     }
 
     /** The prediction's token ids; null when there is none (absent, or empty text). */
-    public static int[] tokens(PredictionContent prediction, GenerationModelHost host) {
+    public static int[] tokens(PredictionContent prediction, ServedModel served) {
         if (prediction == null) return null;
         MessageContent content = prediction.getContent();
         if (content == null) throw new InvalidRequestException("prediction.content", "'prediction.content' is required.");
@@ -40,6 +40,6 @@ public final class PredictedOutputs {
             }
             text = out.toString();
         }
-        return text.isEmpty() ? null : host.encode(text);
+        return text.isEmpty() ? null : served.encode(text);
     }
 }

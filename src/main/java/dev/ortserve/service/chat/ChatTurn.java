@@ -3,6 +3,7 @@ package dev.ortserve.service.chat;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.parse.OutputParsers;
@@ -18,12 +19,17 @@ public final class ChatTurn {
 
     private final OutputParsers parsers;
     private final TokenConstraint constraint;
-    private final LoadedModel model;
+    private final ServedModel served;
 
-    ChatTurn(OutputParsers parsers, TokenConstraint constraint, LoadedModel model) {
+    ChatTurn(OutputParsers parsers, TokenConstraint constraint, ServedModel served) {
         this.parsers = parsers;
         this.constraint = constraint;
-        this.model = model;
+        this.served = served;
+    }
+
+    /** The model the turn runs on (the one its request resolved). */
+    public ServedModel served() {
+        return served;
     }
 
     TokenConstraint constraint() {
@@ -32,7 +38,7 @@ public final class ChatTurn {
 
     /** The same turn generated under {@code other} instead of its own grammar (it has none). */
     ChatTurn withConstraint(TokenConstraint other) {
-        return new ChatTurn(parsers, other, model);
+        return new ChatTurn(parsers, other, served);
     }
 
     /** The reasoning and tool-call parsers the output is read with (none active: plain text). */
@@ -47,6 +53,7 @@ public final class ChatTurn {
      * text, since parsers read the markers.
      */
     CompletionCall call(ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
+        LoadedModel model = served.model();
         SamplingRequest.checkPromptFits(prompt.tokenIds().length, model.spec().maxModelLen(), promptParam);
         if (parsers.active()) sampling.skipSpecialTokens(Boolean.FALSE);
         SamplingRequest request = sampling.build();

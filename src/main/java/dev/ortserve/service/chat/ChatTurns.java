@@ -1,7 +1,7 @@
 package dev.ortserve.service.chat;
 
 import dev.ortserve.engine.TokenConstraint;
-import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.parse.Parsers;
@@ -10,7 +10,6 @@ import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.inject.Inject;
 
 import java.util.function.Function;
 
@@ -21,12 +20,6 @@ import java.util.function.Function;
 @ApplicationScoped
 public class ChatTurns {
 
-    @Inject
-    GenerationModelHost host;
-
-    @Inject
-    StructuredOutputs structured;
-
     /**
      * The one start of a chat turn: the prompt rendered (on a worker thread when the request brings its own template),
      * then the call built for it with the sampling {@code sampling} gives for that prompt (Messages lowers max_tokens to
@@ -34,7 +27,7 @@ public class ChatTurns {
      */
     public Uni<StartedTurn> start(ChatTurn turn, ChatPromptRenderer.Request prompt, Function<ChatPromptRenderer.Prompt, SamplingRequest.Builder> sampling,
                                   int n, String promptParam) {
-        return host.chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
+        return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
     }
 
     /** {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses: truncation). */
@@ -42,14 +35,15 @@ public class ChatTurns {
         return new StartedTurn(turn, prompt, turn.call(prompt, sampling, n, promptParam));
     }
 
-    public ChatTurn prepare(ChatTurnRequest request) {
-        TokenConstraint constraint = constraint(request);
+    /** The turn {@code request} asks of {@code served} (the model the request resolved). */
+    public ChatTurn prepare(ServedModel served, ChatTurnRequest request) {
+        TokenConstraint constraint = constraint(served, request);
         // tool_choice none: the tools still reach the template, the output is never parsed
         boolean parseTools = request.hasTools() && request.choice() != ChatTurnRequest.ToolChoice.NONE;
         // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
-        OutputParsers parsers = new OutputParsers(constraint == null ? host.reasoningParser() : null, !parseTools ? null
-                : request.forcedCall() ? Parsers.forcedCalls(host.toolCallParser()) : host.toolCallParser(), request.toolSchemas());
-        return new ChatTurn(parsers, constraint, host.model());
+        OutputParsers parsers = new OutputParsers(constraint == null ? served.reasoningParser() : null, !parseTools ? null
+                : request.forcedCall() ? Parsers.forcedCalls(served.toolCallParser()) : served.toolCallParser(), request.toolSchemas());
+        return new ChatTurn(parsers, constraint, served);
     }
 
     /**
@@ -59,31 +53,32 @@ public class ChatTurns {
      *
      * @param budgetParam the request field of the budget, named in its errors
      */
-    public ChatTurn prepare(ChatTurnRequest request, int thinkingBudget, String budgetParam) {
-        ChatTurn turn = prepare(request);
+    public ChatTurn prepare(ServedModel served, ChatTurnRequest request, int thinkingBudget, String budgetParam) {
+        ChatTurn turn = prepare(served, request);
         if (turn.constraint() != null) {
             throw new InvalidRequestException(budgetParam, "A reasoning budget cannot be combined with a forced tool call or an output format.");
         }
-        if (host.reasoningParser() == null) {
+        if (served.reasoningParser() == null) {
             throw new InvalidRequestException(budgetParam, "This model has no reasoning parser configured, so it cannot think within a budget "
                     + "(set ortserve.reasoning-parser for a reasoning model).");
         }
-        ThinkingBudget budget = ThinkingBudget.of(host.reasoningParser(), thinkingBudget, host.model().tokenizer());
+        ThinkingBudget budget = ThinkingBudget.of(served.reasoningParser(), thinkingBudget, served.model().tokenizer());
         if (budget == null) {
             throw new InvalidRequestException(budgetParam, "A reasoning budget needs the model's end-of-thinking marker to be one token; "
-                    + "it is not for the '" + host.reasoningParser().name() + "' reasoning parser on this model.");
+                    + "it is not for the '" + served.reasoningParser().name() + "' reasoning parser on this model.");
         }
         return turn.withConstraint(budget);
     }
 
     /** The grammar the output must follow: a forced tool call, or the output format; null for free text. */
-    private TokenConstraint constraint(ChatTurnRequest request) {
+    private static TokenConstraint constraint(ServedModel served, ChatTurnRequest request) {
+        StructuredOutputs structured = served.structured();
         ChatTurnRequest.OutputFormat format = request.format();
         if (request.forcedCall()) {
             if (format != null) {
                 throw new InvalidRequestException(format.param(), "'" + format.param() + "' cannot be combined with a forced tool call.");
             }
-            return structured.toolCall(host.toolCallParser(), request.toolSchemas(),
+            return structured.toolCall(served.toolCallParser(), request.toolSchemas(),
                     request.choice() == ChatTurnRequest.ToolChoice.FUNCTION ? request.forcedFunction() : null, "tool_choice");
         }
         if (format == null) return null;

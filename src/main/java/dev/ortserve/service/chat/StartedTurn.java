@@ -10,6 +10,11 @@ import dev.ortserve.service.prompt.ChatPromptRenderer;
  */
 public record StartedTurn(ChatTurn turn, ChatPromptRenderer.Prompt prompt, CompletionCall call) {
 
+    /** The model it runs on. */
+    public dev.ortserve.service.ServedModel served() {
+        return turn.served();
+    }
+
     /** The reasoning and tool-call parsers the output is read with. */
     public OutputParsers parsers() {
         return turn.parsers();

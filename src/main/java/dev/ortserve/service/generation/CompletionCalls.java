@@ -3,7 +3,7 @@ package dev.ortserve.service.generation;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.TextTokenizer;
-import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import jakarta.enterprise.context.ApplicationScoped;
 import jakarta.inject.Inject;
@@ -16,9 +16,6 @@ import java.util.List;
 public class CompletionCalls {
 
     @Inject
-    GenerationModelHost host;
-
-    @Inject
     OrtserveConfig config;
 
     /**
@@ -29,8 +26,8 @@ public class CompletionCalls {
      * @param texts    the prompts as text, or null when {@code tokenIds} are given
      * @param tokenIds the prompts as token ids, or null
      */
-    public CompletionCall prepare(List<String> texts, List<int[]> tokenIds, int n, int bestOf, SamplingRequest sampling, boolean echo) {
-        LoadedModel model = host.model();
+    public CompletionCall prepare(ServedModel served, List<String> texts, List<int[]> tokenIds, int n, int bestOf, SamplingRequest sampling, boolean echo) {
+        LoadedModel model = served.model();
         TextTokenizer tokenizer = model.tokenizer();
         int vocab = model.spec().vocabSize();
         List<CompletionCall.Prompt> prompts = new ArrayList<>();

@@ -8,7 +8,7 @@ import dev.ortserve.engine.GenerationRequest;
 import dev.ortserve.engine.SamplingParams;
 import dev.ortserve.engine.TokenEvent;
 import dev.ortserve.logging.AccessRecord;
-import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import io.smallrye.mutiny.Multi;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -27,13 +27,10 @@ import java.util.UUID;
 public class CompletionService {
 
     @Inject
-    GenerationModelHost host;
-
-    @Inject
     dev.ortserve.service.ServingMetrics metrics;
 
     /** Admits every sequence now (so a full queue is a 429 before any header is sent) and returns their merged events. */
-    public Multi<ChoiceEvent> stream(CompletionCall call) {
+    public Multi<ChoiceEvent> stream(ServedModel served, CompletionCall call) {
         List<GenerationRequest> requests = new ArrayList<>(call.choices());
         String base = UUID.randomUUID().toString();
         for (int p = 0; p < call.prompts().size(); p++) {
@@ -49,21 +46,21 @@ public class CompletionService {
         }
         List<Multi<TokenEvent>> streams;
         try {
-            streams = host.engine().generateAll(requests);
+            streams = served.engine().generateAll(requests);
         } catch (EngineQueueFullException e) {
             throw new OverloadedException("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
         }
         // the access log's tokens: counted on the engine thread into the record taken here, on the request's thread
         AccessRecord access = AccessRecord.current();
         if (access != null) {
-            access.model(host.modelId());
+            access.model(served.id());
             access.addCompletionTokens(0);
             for (CompletionCall.Prompt p : call.prompts()) access.addPromptTokens(p.tokenIds().length);
         }
         List<Multi<ChoiceEvent>> indexed = new ArrayList<>(streams.size());
         for (int i = 0; i < streams.size(); i++) {
             int index = i;
-            Multi<TokenEvent> observed = metrics.observe(host.modelId(), streams.get(i))
+            Multi<TokenEvent> observed = metrics.observe(served.id(), streams.get(i))
                     .onFailure(EngineQueueTimeoutException.class).transform(CompletionService::notStarted);
             if (access != null) {
                 observed = observed.invoke(e -> {
@@ -89,8 +86,8 @@ public class CompletionService {
     }
 
     /** Runs the call to the end and returns each choice's result, in index order. */
-    public Uni<List<ChoiceResult>> complete(CompletionCall call) {
-        Multi<ChoiceEvent> events = stream(call);
+    public Uni<List<ChoiceResult>> complete(ServedModel served, CompletionCall call) {
+        Multi<ChoiceEvent> events = stream(served, call);
         return events.collect().in(() -> ChoiceResult.accumulators(call.choices()), (acc, e) -> acc.get(e.index()).add(e.event()))
                 .map(acc -> acc.stream().map(ChoiceResult.Accumulator::result).toList());
     }

@@ -11,10 +11,7 @@ import dev.ortserve.engine.grammar.GrammarConstraint;
 import dev.ortserve.engine.grammar.GrammarTooLargeException;
 import dev.ortserve.engine.grammar.Nfa;
 import dev.ortserve.engine.grammar.TokenVocabulary;
-import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.parse.ToolCallParser;
-import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.inject.Inject;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -28,18 +25,15 @@ import java.util.function.Function;
 
 /**
  * Turns structured-output requests (JSON mode, JSON Schema, forced tool calls) into token
- * constraints for the served model. Schemas are compiled once and cached by their text, so a
+ * constraints for one served model (each {@link dev.ortserve.service.ServedModel} has its own, over its vocabulary). Schemas are compiled once and cached by their text, so a
  * schema used again keeps its automaton and its per-state token masks.
  */
-@ApplicationScoped
-public class StructuredOutputs {
+public final class StructuredOutputs {
 
     private static final int CACHED_GRAMMARS = 64;
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    @Inject
-    GenerationModelHost host;
-
+    private final LoadedModel model;
     private volatile TokenVocabulary vocabulary;
     private final Map<String, GrammarConstraint> cache = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
@@ -47,6 +41,10 @@ public class StructuredOutputs {
             return size() > CACHED_GRAMMARS;
         }
     };
+
+    public StructuredOutputs(LoadedModel model) {
+        this.model = model;
+    }
 
     /** Any JSON object ({@code json_object}). */
     public TokenConstraint jsonObject() {
@@ -135,7 +133,6 @@ public class StructuredOutputs {
         if (v == null) {
             synchronized (this) {
                 if (vocabulary == null) {
-                    LoadedModel model = host.model();
                     Path tokenizer = model.directory().resolve("tokenizer.json");
                     if (!Files.isRegularFile(tokenizer)) {
                         throw new UnsupportedParameterException("response_format", "Structured outputs need the model's tokenizer.json.");

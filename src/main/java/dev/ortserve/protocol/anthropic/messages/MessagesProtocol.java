@@ -34,6 +34,7 @@ import dev.ortserve.api.model.AnthropicUsage;
 import dev.ortserve.api.union.AnthropicContent;
 import dev.ortserve.api.union.AnthropicSystem;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.chat.ChatTurns;
@@ -92,9 +93,13 @@ public class MessagesProtocol {
             throw new InvalidRequestException("thinking.budget_tokens", "'thinking.budget_tokens' (" + budget + ") must be less than 'max_tokens' ("
                     + req.getMaxTokens() + ").");
         }
-        Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
+        return host.served(req.getModel()).flatMap(served -> create(req, served));
+    }
+
+    private Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req, ServedModel served) {
+        Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
         List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
-        int context = host.info().maxModelLen();
+        int context = served.contextLength();
         return turns.start(c.turn(), c.prompt(), prompt -> {
             // max_tokens is a cap (Claude Code asks for 32000 whatever the model): lowered to what the context leaves
             int maxTokens = Math.max(1, Math.min(req.getMaxTokens(), context - prompt.tokenIds().length));
@@ -104,11 +109,11 @@ public class MessagesProtocol {
             CompletionCall call = started.call();
             String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
             if (Boolean.TRUE.equals(req.getStream())) {
-                MessageEvents events = new MessageEvents(id, host.modelId(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,
+                MessageEvents events = new MessageEvents(id, served.id(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,
                         omitsThinking(req.getThinking()));
-                return Uni.createFrom().item(MessagesAnswer.stream(events.of(service.stream(call))));
+                return Uni.createFrom().item(MessagesAnswer.stream(events.of(service.stream(served, call))));
             }
-            return service.complete(call).map(results -> MessagesAnswer.json(message(id, call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
+            return service.complete(served, call).map(results -> MessagesAnswer.json(message(id, served.id(), call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
                     omitsThinking(req.getThinking()))));
         });
     }
@@ -123,12 +128,14 @@ public class MessagesProtocol {
     /** The tokens of the prompt {@link #create} would render for the same conversation, tools included. */
     public Uni<AnthropicCountTokensResponse> countTokens(AnthropicCountTokensRequest req) {
         host.requireModel(req.getModel());
-        Conversation c = conversation(req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
-        return host.chatPrompts().renderOffIoThread(c.prompt())
-                .map(prompt -> new AnthropicCountTokensResponse().inputTokens(prompt.tokenIds().length));
+        return host.served(req.getModel()).flatMap(served -> {
+            Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
+            return served.chatPrompts().renderOffIoThread(c.prompt())
+                    .map(prompt -> new AnthropicCountTokensResponse().inputTokens(prompt.tokenIds().length));
+        });
     }
 
-    private Conversation conversation(AnthropicSystem system, List<AnthropicInputMessage> messages, List<AnthropicTool> tools,
+    private Conversation conversation(ServedModel served, AnthropicSystem system, List<AnthropicInputMessage> messages, List<AnthropicTool> tools,
                                       AnthropicToolChoice toolChoice, AnthropicThinkingConfig thinking, boolean generate) {
         boolean hasTools = tools != null && !tools.isEmpty();
         ChatTurnRequest.ToolChoice choice = ChatTurnRequest.ToolChoice.AUTO;
@@ -149,12 +156,12 @@ public class MessagesProtocol {
         if (!hasTools && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "'tool_choice' '" + (forced == null ? "any" : "tool") + "' needs 'tools'.");
         }
-        if (hasTools && choice != ChatTurnRequest.ToolChoice.NONE && host.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
+        if (hasTools && choice != ChatTurnRequest.ToolChoice.NONE && served.toolCallParser() == null) {
+            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
         }
         // adaptive: the model decides; a model that can think (it has a reasoning parser) may, others do not
         boolean thinks = thinking instanceof AnthropicThinkingEnabled
-                || (thinking instanceof AnthropicThinkingAdaptive && host.reasoningParser() != null);
+                || (thinking instanceof AnthropicThinkingAdaptive && served.reasoningParser() != null);
         if (thinking instanceof AnthropicThinkingEnabled && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
             throw new InvalidRequestException("thinking", "Thinking may not be enabled when 'tool_choice' forces tool use ('any' or 'tool').");
         }
@@ -181,9 +188,9 @@ public class MessagesProtocol {
         }
         ChatTurnRequest turnRequest = new ChatTurnRequest(templateTools, schemas, choice, forced, null);
         ChatTurn turn = generate && thinking instanceof AnthropicThinkingEnabled on
-                ? turns.prepare(turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
-                : turns.prepare(turnRequest);
-        if (thinking instanceof AnthropicThinkingEnabled && host.reasoningParser() == null) {
+                ? turns.prepare(served, turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
+                : turns.prepare(served, turnRequest);
+        if (thinking instanceof AnthropicThinkingEnabled && served.reasoningParser() == null) {
             throw new InvalidRequestException("thinking", "This model has no reasoning parser configured, so it cannot think "
                     + "(set ortserve.reasoning-parser for a reasoning model).");
         }
@@ -355,7 +362,7 @@ public class MessagesProtocol {
         return call.prompts().get(0).tokenIds().length;
     }
 
-    private AnthropicMessage message(String id, CompletionCall call, ChoiceResult r, OutputParsers parsing, boolean oneCall, List<String> stops,
+    private AnthropicMessage message(String id, String model, CompletionCall call, ChoiceResult r, OutputParsers parsing, boolean oneCall, List<String> stops,
                                      boolean omitThinking) {
         ChatOutput out = parsing.parse(r.text());
         List<AnthropicContentBlock> content = new ArrayList<>();
@@ -369,7 +376,7 @@ public class MessagesProtocol {
         }
         MessageEvents.Stop stop = MessageEvents.stop(r.finishReason(), r.stopReason(), !calls.isEmpty(), stops);
         return new AnthropicMessage().id(id).type(AnthropicMessage.TypeEnum.MESSAGE).role(AnthropicMessage.RoleEnum.ASSISTANT)
-                .model(host.modelId()).content(content).stopReason(AnthropicMessage.StopReasonEnum.fromString(stop.reason()))
+                .model(model).content(content).stopReason(AnthropicMessage.StopReasonEnum.fromString(stop.reason()))
                 .stopSequence(stop.sequence()).usage(usage(promptTokens(call), r.cachedTokens(), r.generatedTokens()));
     }
 

@@ -26,6 +26,7 @@ import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.openai.WireAnswer;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
@@ -85,22 +86,10 @@ public class ChatCompletionsProtocol {
         refuseUnsupported(req);
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
-        // tool_choice none: the tools still reach the template, the output is never parsed
-        if (hasTools && choice != ToolChoice.Mode.NONE && host.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
-        }
         if (!hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "'tool_choice' '" + (choice == ToolChoice.Mode.REQUIRED ? "required" : "function")
                     + "' needs 'tools'.");
         }
-        List<Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(), new TypeReference<List<Map<String, Object>>>() { }) : null;
-        Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
-        if (hasTools) {
-            req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
-                    t.getFunction().getParameters() == null ? Map.of() : t.getFunction().getParameters()));
-        }
-        ChatTurn turn = turns.prepare(new ChatTurnRequest(tools, schemas, ChatMessages.toolChoice(choice),
-                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
         int n = req.getN() == null ? 1 : req.getN();
         if (n > config.engine().maxN()) {
             throw new InvalidRequestException("n", "'n' must be at most " + config.engine().maxN() + " on this server (got " + n + ").");
@@ -111,6 +100,23 @@ public class ChatCompletionsProtocol {
         if (req.getTopLogprobs() != null && !Boolean.TRUE.equals(req.getLogprobs())) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
+        // what needs the model (its parsers, its grammars, its template) once it is loaded
+        return host.served(req.getModel()).flatMap(served -> create(req, served, hasTools, choice, n));
+    }
+
+    private Uni<WireAnswer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (hasTools && choice != ToolChoice.Mode.NONE && served.toolCallParser() == null) {
+            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
+        }
+        List<Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(), new TypeReference<List<Map<String, Object>>>() { }) : null;
+        Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
+        if (hasTools) {
+            req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
+                    t.getFunction().getParameters() == null ? Map.of() : t.getFunction().getParameters()));
+        }
+        ChatTurn turn = turns.prepare(served, new ChatTurnRequest(tools, schemas, ChatMessages.toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
         ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(req.getMessages()), tools,
                 ChatMessages.documents(req.getDocuments()), !Boolean.FALSE.equals(req.getAddGenerationPrompt()),
                 Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
@@ -133,14 +139,14 @@ public class ChatCompletionsProtocol {
 
     private Uni<WireAnswer> generate(CreateChatCompletionRequest req, StartedTurn started) {
         OutputParsers parsing = started.parsers();
-        CompletionCall call = started.call().withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
-        String id = "chatcmpl-" + UUID.randomUUID().toString().replace("-", "");
-        long created = Instant.now().getEpochSecond();
+        ServedModel served = started.served();
+        CompletionCall call = started.call().withPrediction(PredictedOutputs.tokens(req.getPrediction(), served));
+        Head head = new Head("chatcmpl-" + UUID.randomUUID().toString().replace("-", ""), Instant.now().getEpochSecond(), served.id());
         if (Boolean.TRUE.equals(req.getStream())) {
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
-            return Uni.createFrom().item(WireAnswer.stream(chunks(call, service.stream(call), id, created, usage, parsing)));
+            return Uni.createFrom().item(WireAnswer.stream(chunks(call, service.stream(served, call), head, usage, parsing)));
         }
-        return service.complete(call).map(results -> WireAnswer.json(response(call, results, id, created, parsing)));
+        return service.complete(served, call).map(results -> WireAnswer.json(response(call, results, head, parsing)));
     }
 
     private static void refuseUnsupported(CreateChatCompletionRequest req) {
@@ -163,7 +169,7 @@ public class ChatCompletionsProtocol {
         return null;
     }
 
-    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, String id, long created, OutputParsers parsing) {
+    private CreateChatCompletionResponse response(CompletionCall call, List<ChoiceResult> results, Head head, OutputParsers parsing) {
         List<ChatCompletionChoice> choices = new ArrayList<>();
         int completionTokens = 0;
         Usages.Predictions predictions = Usages.Predictions.of(call);
@@ -182,12 +188,12 @@ public class ChatCompletionsProtocol {
             completionTokens += r.generatedTokens();
         }
         int cachedTokens = results.isEmpty() ? 0 : results.get(0).cachedTokens(); // one prompt: its first choice's
-        return new CreateChatCompletionResponse().id(id)._object(CreateChatCompletionResponse.ObjectEnum.CHAT_COMPLETION)
-                .created(created).model(host.modelId()).choices(choices)
+        return new CreateChatCompletionResponse().id(head.id())._object(CreateChatCompletionResponse.ObjectEnum.CHAT_COMPLETION)
+                .created(head.created()).model(head.model()).choices(choices)
                 .usage(Usages.usage(Usages.promptTokens(call), cachedTokens, completionTokens, predictions));
     }
 
-    private Multi<Object> chunks(CompletionCall call, Multi<ChoiceEvent> events, String id, long created, boolean includeUsage,
+    private Multi<Object> chunks(CompletionCall call, Multi<ChoiceEvent> events, Head head, boolean includeUsage,
                                  OutputParsers parsing) {
         AtomicInteger completionTokens = new AtomicInteger();
         int promptTokens = Usages.promptTokens(call);
@@ -199,7 +205,7 @@ public class ChatCompletionsProtocol {
         for (int i = 0; i < call.choices(); i++) {
             streams[i] = new ChatDeltaStream(parsing);
             pendingLogprobs.add(new ArrayList<>());
-            roles.add(chunk(id, created).choices(List.of(new ChatCompletionChunkChoice().index(i)
+            roles.add(chunk(head).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null)))));
         }
         Multi<Object> body = events.onItem().transformToIterable(e -> {
@@ -214,12 +220,12 @@ public class ChatCompletionsProtocol {
                     ChatCompletionChunkChoice choice = new ChatCompletionChunkChoice().index(index)
                             .delta(new ChatCompletionStreamDelta().content(e.textDelta()).toolCalls(null));
                     if (withLogprobs) choice.logprobs(logprobs(List.of(e.logprob())));
-                    out.add(chunk(id, created).choices(List.of(choice)));
+                    out.add(chunk(head).choices(List.of(choice)));
                 }
             } else {
                 // the parser regroups the text: each token's logprob rides on the next chunk that goes out
                 if (call.logprobs() && e.logprob() != null) pendingLogprobs.get(index).add(e.logprob());
-                parsedDeltas(streams[index], index, e.textDelta(), e.finish() != null, id, created, pendingLogprobs.get(index), out);
+                parsedDeltas(streams[index], index, e.textDelta(), e.finish() != null, head, pendingLogprobs.get(index), out);
             }
             if (e.finish() != null) {
                 boolean called = streams[index].called();
@@ -229,7 +235,7 @@ public class ChatCompletionsProtocol {
                     last.logprobs(logprobs(List.copyOf(left)));
                     left.clear();
                 }
-                out.add(chunk(id, created).choices(List.of(last
+                out.add(chunk(head).choices(List.of(last
                         .delta(new ChatCompletionStreamDelta().toolCalls(null))
                         .finishReason(called && e.finish() == Finish.STOP ? ChatFinishReason.TOOL_CALLS : finish(e.finish()))
                         .stopReason(StopReason.of(e.stopReason())))));
@@ -237,7 +243,7 @@ public class ChatCompletionsProtocol {
             return out;
         });
         Multi<Object> tail = Multi.createFrom().deferred(() -> includeUsage
-                ? Multi.createFrom().item(chunk(id, created).choices(List.of())
+                ? Multi.createFrom().item(chunk(head).choices(List.of())
                         .usage(Usages.usage(promptTokens, cached.total(), completionTokens.get(), predictions)))
                 : Multi.createFrom().empty());
         return Multi.createBy().concatenating().streams(Multi.createFrom().iterable(roles), body, tail);
@@ -248,7 +254,7 @@ public class ChatCompletionsProtocol {
      * comes until a call begins, then per call one delta with its index, id, type and name (empty
      * arguments) and its arguments in pieces as they are generated.
      */
-    private void parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, String id, long created, List<Logprob> pending,
+    private void parsedDeltas(ChatDeltaStream st, int index, String delta, boolean last, Head head, List<Logprob> pending,
                               List<Object> out) {
         for (ChatDeltaStream.Delta d : st.add(delta, last)) {
             ChatCompletionStreamDelta wire;
@@ -269,7 +275,7 @@ public class ChatCompletionsProtocol {
                 choice.logprobs(logprobs(List.copyOf(pending)));
                 pending.clear();
             }
-            out.add(chunk(id, created).choices(List.of(choice)));
+            out.add(chunk(head).choices(List.of(choice)));
         }
     }
 
@@ -282,8 +288,12 @@ public class ChatCompletionsProtocol {
         return out;
     }
 
-    private ChatCompletionChunk chunk(String id, long created) {
-        return new ChatCompletionChunk().id(id)._object(ChatCompletionChunk.ObjectEnum.CHAT_COMPLETION_CHUNK).created(created).model(host.modelId());
+    /** What every chunk and the response of one completion carry: its id, its creation time, the model that answered. */
+    private record Head(String id, long created, String model) {
+    }
+
+    private static ChatCompletionChunk chunk(Head head) {
+        return new ChatCompletionChunk().id(head.id())._object(ChatCompletionChunk.ObjectEnum.CHAT_COMPLETION_CHUNK).created(head.created()).model(head.model());
     }
 
     static ChatFinishReason finish(Finish reason) {

@@ -1,5 +1,6 @@
 package dev.ortserve.protocol.openai.completions;
 
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.api.model.CreateCompletionRequest;
 import dev.ortserve.api.union.PromptInput;
 import dev.ortserve.service.generation.CompletionCall;
@@ -14,7 +15,7 @@ final class CompletionRequests {
     private CompletionRequests() {
     }
 
-    static CompletionCall toCall(CreateCompletionRequest req, CompletionCalls calls, int maxN) {
+    static CompletionCall toCall(CreateCompletionRequest req, CompletionCalls calls, int maxN, ServedModel served) {
         if (req.getSuffix() != null) {
             throw new UnsupportedParameterException("suffix", "'suffix' (insertion) is not supported by this server.");
         }
@@ -46,6 +47,6 @@ final class CompletionRequests {
                 .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens())
                 .topLogprobs(req.getLogprobs()).build();
         PromptInput input = req.getPrompt();
-        return calls.prepare(input.texts(), input.texts() != null ? null : input.tokenIds(), n, bestOf, fields, Boolean.TRUE.equals(req.getEcho()));
+        return calls.prepare(served, input.texts(), input.texts() != null ? null : input.tokenIds(), n, bestOf, fields, Boolean.TRUE.equals(req.getEcho()));
     }
 }

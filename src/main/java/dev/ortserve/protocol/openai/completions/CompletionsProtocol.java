@@ -11,6 +11,7 @@ import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.openai.WireAnswer;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;
@@ -50,13 +51,17 @@ public class CompletionsProtocol {
 
     public Uni<WireAnswer> create(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
-        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN())
-                .withPrediction(PredictedOutputs.tokens(req.getPrediction(), host));
+        return host.served(req.getModel()).flatMap(served -> create(req, served));
+    }
+
+    private Uni<WireAnswer> create(CreateCompletionRequest req, ServedModel served) {
+        CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN(), served)
+                .withPrediction(PredictedOutputs.tokens(req.getPrediction(), served));
         String id = "cmpl-" + UUID.randomUUID().toString().replace("-", "");
         long created = Instant.now().getEpochSecond();
-        String model = host.modelId();
+        String model = served.id();
         if (Boolean.TRUE.equals(req.getStream())) {
-            Multi<ChoiceEvent> events = service.stream(call);
+            Multi<ChoiceEvent> events = service.stream(served, call);
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
             boolean continuous = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getContinuousUsageStats());
             return Uni.createFrom().item(WireAnswer.stream(new StreamChunks(call, id, created, model, usage, continuous).chunks(events)));
@@ -65,12 +70,12 @@ public class CompletionsProtocol {
         if (bestOf > call.n()) {
             // best_of: generate best_of candidates per prompt (their token logprobs always computed), keep the n best
             CompletionCall wide = call.candidates(bestOf);
-            return service.complete(wide).map(results -> {
+            return service.complete(served, wide).map(results -> {
                 int generated = results.stream().mapToInt(ChoiceResult::generatedTokens).sum();
                 return WireAnswer.json(response(call, best(results, bestOf, call.n()), id, created, model, generated));
             });
         }
-        return service.complete(call).map(results -> WireAnswer.json(response(call, results, id, created, model, -1)));
+        return service.complete(served, call).map(results -> WireAnswer.json(response(call, results, id, created, model, -1)));
     }
 
     /** For each prompt, the {@code n} of its {@code bestOf} candidates with the highest mean token log probability, best first. */

@@ -10,6 +10,7 @@ import dev.ortserve.api.model.CompactResponseRequest;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.service.responses.CompactionSeal;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
 import dev.ortserve.parse.ChatOutput;
@@ -146,7 +147,8 @@ public class ResponseCompaction {
             int cut = cut(all);
             List<JsonNode> older = all.subList(0, cut);
             List<JsonNode> kept = all.subList(cut, all.size());
-            Uni<Summary> summary = older.isEmpty() ? Uni.createFrom().item(new Summary("", 0, 0)) : summarize(req, items, older);
+            Uni<Summary> summary = older.isEmpty() ? Uni.createFrom().item(new Summary("", 0, 0))
+                    : host.served(req.getModel()).flatMap(served -> summarize(served, req, items, older));
             return summary.map(s -> response(s, kept, owner));
         });
     }
@@ -168,29 +170,29 @@ public class ResponseCompaction {
     private record Summary(String text, int promptTokens, int outputTokens) {
     }
 
-    private Uni<Summary> summarize(CompactResponseRequest req, ResponseItems items, List<JsonNode> older) {
+    private Uni<Summary> summarize(ServedModel served, CompactResponseRequest req, ResponseItems items, List<JsonNode> older) {
         List<Map<String, Object>> messages = new ArrayList<>();
         if (req.getInstructions() != null) messages.add(message("system", req.getInstructions()));
         messages.addAll(items.templateMessages(older));
         messages.add(message("user", SUMMARY_REQUEST));
         ChatPromptRenderer.Prompt prompt;
         try {
-            prompt = host.chatPrompts().render(messages, null, true, null);
+            prompt = served.chatPrompts().render(messages, null, true, null);
         } catch (InvalidRequestException e) {
             if (!"messages".equals(e.param())) throw e;
             throw e.withParam("input");
         }
-        int context = host.contextLength();
+        int context = served.contextLength();
         if (prompt.tokenIds().length >= context) {
             throw new InvalidRequestException("input", "The turns to summarize take " + prompt.tokenIds().length + " tokens, more than this model's "
                     + context + "-token context: compact earlier, or keep fewer turns.", "context_length_exceeded");
         }
         int max = Math.min(config.compactionSummaryMaxTokens(), context - prompt.tokenIds().length);
         CompletionCall call = CompletionCall.greedy(new CompletionCall.Prompt(prompt.tokenIds(), prompt.text()), max);
-        return completions.complete(call).map(results -> {
+        return completions.complete(served, call).map(results -> {
             var result = results.get(0);
             // the summary is the answer, not the model's thinking
-            ChatOutput out = ChatOutput.of(result.text(), host.reasoningParser(), null, Map.of());
+            ChatOutput out = ChatOutput.of(result.text(), served.reasoningParser(), null, Map.of());
             String text = out.content() == null ? "" : out.content().strip();
             return new Summary(text, prompt.tokenIds().length, result.tokenIds().size());
         });

@@ -18,6 +18,7 @@ import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.GenerationModelHost;
+import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionService;
 import dev.ortserve.service.generation.SamplingRequest;
@@ -103,16 +104,20 @@ public class ResponsesService {
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
         host.requireModel(req.getModel());
         checkRequest(req);
+        return host.served(req.getModel()).flatMap(served -> start(served, req, owner, local, generate));
+    }
+
+    private Uni<ResponseRun> start(ServedModel served, CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
         String previous = req.getPreviousResponseId();
-        if (previous == null) return Uni.createFrom().item(() -> admit(req, owner, null, generate));
+        if (previous == null) return Uni.createFrom().item(() -> admit(served, req, owner, null, generate));
         Conversation held = local == null ? null : local.get(previous);
-        if (held != null) return Uni.createFrom().item(() -> admit(req, owner, held, generate).continuing(held));
+        if (held != null) return Uni.createFrom().item(() -> admit(served, req, owner, held, generate).continuing(held));
         return conversations.chain(previous, owner).map(conversation -> {
             if (conversation == null) {
                 throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
-            return admit(req, owner, conversation, generate).continuing(conversation);
+            return admit(served, req, owner, conversation, generate).continuing(conversation);
         });
     }
 
@@ -154,10 +159,6 @@ public class ResponsesService {
         // hosted tools, malformed custom formats and duplicate names are refused here, before any model work
         boolean hasTools = !ResponseTools.of(req.getTools()).isEmpty();
         ToolChoice choice = req.getToolChoice();
-        // tool_choice none: the tools still reach the template, the output is never parsed
-        if (hasTools && (choice == null || choice.mode() != ToolChoice.Mode.NONE) && host.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", host.parsers().toolsRefusal());
-        }
         if (!hasTools && choice != null && (choice.mode() == ToolChoice.Mode.REQUIRED || choice.mode() == ToolChoice.Mode.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "A forced 'tool_choice' needs 'tools'.");
         }
@@ -186,7 +187,13 @@ public class ResponsesService {
         }
     }
 
-    private ResponseRun admit(CreateResponseRequest req, String owner, Conversation conversation, boolean generate) {
+    private ResponseRun admit(ServedModel served, CreateResponseRequest req, String owner, Conversation conversation, boolean generate) {
+        ToolChoice requestChoice = req.getToolChoice();
+        // tool_choice none: the tools still reach the template, the output is never parsed
+        if (!ResponseTools.of(req.getTools()).isEmpty() && (requestChoice == null || requestChoice.mode() != ToolChoice.Mode.NONE)
+                && served.toolCallParser() == null) {
+            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
+        }
         List<StoredResponse> chain = conversation == null ? List.of() : conversation.chain();
         ResponseItems items = new ResponseItems(mapper);
         Map<String, JsonNode> known = new HashMap<>();
@@ -210,7 +217,7 @@ public class ResponsesService {
         long createdAt = Instant.now().getEpochSecond();
         if (storeIt) {
             // sized with the request's sampling values (the defaults differ by a few bytes at most; put() enforces the exact cap)
-            checkFitsStore(new ResponseDraft(mapper, id, createdAt, host.modelId(), req, true, new ResponseDraft.Sampling(
+            checkFitsStore(new ResponseDraft(mapper, id, createdAt, served.id(), req, true, new ResponseDraft.Sampling(
                     number(req.getTemperature(), 1.0), number(req.getTopP(), 1.0), number(req.getPresencePenalty(), 0), number(req.getFrequencyPenalty(), 0)),
                     false), owner, inputArray, conversation);
         }
@@ -222,10 +229,10 @@ public class ResponsesService {
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
         String forced = choice == ToolChoice.Mode.FUNCTION ? forcedName(requestTools, schemas, req.getToolChoice().functionName()) : null;
         if (hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) requestTools.checkForcedCall(forced);
-        ChatTurn turn = chatTurns.prepare(new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req)));
+        ChatTurn turn = chatTurns.prepare(served, new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req)));
         OutputParsers parsers = turn.parsers();
 
-        ChatPromptRenderer.Prompt prompt = render(req, items, turns, input, tools);
+        ChatPromptRenderer.Prompt prompt = render(served, req, items, turns, input, tools);
         boolean logprobs = req.getInclude() != null && req.getInclude().contains(Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS);
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
@@ -235,15 +242,15 @@ public class ResponsesService {
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
                 .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input").call();
         CompletionCall.Reported sampling = call.reported();
-        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, host.modelId(), req, storeIt, new ResponseDraft.Sampling(
+        ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, served.id(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
         draft.tools(requestTools);
         if (req.getInclude() != null && req.getInclude().contains(Includable.REASONING_ENCRYPTED_CONTENT)) {
             draft.sealReasoning(compaction.reasoningSealer(owner));
         }
         // admission is the last step: a request refused above never reaches the engine
-        var events = completions.stream(call);
-        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, conversations, owner, inputArray, host::countTokens, prompt.tokenIds().length);
+        var events = completions.stream(served, call);
+        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, conversations, owner, inputArray, served::countTokens, prompt.tokenIds().length);
         return generate ? run : run.warmUp();
     }
 
@@ -280,10 +287,10 @@ public class ResponsesService {
      * turns are dropped until the prompt leaves room to generate; otherwise a prompt that does
      * not fit is a 400.
      */
-    private ChatPromptRenderer.Prompt render(CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
+    private ChatPromptRenderer.Prompt render(ServedModel served, CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
                                              List<ObjectNode> input, List<Map<String, Object>> tools) {
         boolean auto = req.getTruncation() == CreateResponseRequest.TruncationEnum.AUTO;
-        int context = host.contextLength();
+        int context = served.contextLength();
         int reserve = req.getMaxOutputTokens() == null ? 1 : req.getMaxOutputTokens();
         for (int skip = 0; ; skip++) {
             List<JsonNode> all = new ArrayList<>();
@@ -299,7 +306,7 @@ public class ResponsesService {
             messages.addAll(items.templateMessages(all));
             ChatPromptRenderer.Prompt prompt;
             try {
-                prompt = host.chatPrompts().render(messages, tools, true, null);
+                prompt = served.chatPrompts().render(messages, tools, true, null);
             } catch (InvalidRequestException e) {
                 if (!"messages".equals(e.param())) throw e;
                 throw e.withParam("input");

@@ -1,0 +1,37 @@
+package dev.ortserve.service;
+
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * One generative model the server may serve: an entry of the models file, or the one model ORTSERVE_MODEL_PATH
+ * names. Settings left null take the server-wide ones (ORTSERVE_ENGINE_*, ORTSERVE_CHAT_TEMPLATE, ...).
+ *
+ * @param path            a local directory, a Hub id (owner/name[@revision][:subfolder]) or {@code generated:<size>}
+ *                        (a model this server generates: demo, agent, tiny, bench)
+ * @param keepAlive       how long it stays loaded after its last request; null = ORTSERVE_KEEP_ALIVE (pinned: forever)
+ * @param draftModelPath  a draft model for speculative decoding, or null
+ */
+public record ModelEntry(String id, List<String> aliases, String path, String revision, String file, boolean pinned, KeepAlive keepAlive,
+                         String weightPrecision, Integer maxModelLen, Long kvCacheBytes, Path chatTemplate, String toolCallParser,
+                         String reasoningParser, String draftModelPath) {
+
+    public static final String GENERATED = "generated:";
+
+    public ModelEntry {
+        aliases = aliases == null ? List.of() : List.copyOf(aliases);
+    }
+
+    /** Every name a request may give for it: its id, then its aliases. */
+    public List<String> names() {
+        List<String> names = new java.util.ArrayList<>();
+        names.add(id);
+        names.addAll(aliases);
+        return names;
+    }
+
+    /** A generated model of this size, pinned or loaded on first request. */
+    public static ModelEntry generated(String id, String size, boolean pinned) {
+        return new ModelEntry(id, List.of(), GENERATED + size, null, null, pinned, null, null, null, null, null, null, null, null);
+    }
+}

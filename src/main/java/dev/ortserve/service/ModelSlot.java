@@ -1,0 +1,46 @@
+package dev.ortserve.service;
+
+import java.util.concurrent.CompletableFuture;
+
+/**
+ * One configured generative model and where it stands: unloaded, loading, loaded (its {@link ServedModel}) or failed
+ * (its error). Changed only by {@link GenerationModelHost}'s model thread; read by requests.
+ */
+final class ModelSlot {
+
+    enum State { UNLOADED, LOADING, LOADED, FAILED }
+
+    final ModelEntry entry;
+    final KeepAlive keepAlive;
+
+    volatile State state = State.UNLOADED;
+    volatile ServedModel served;
+    /** The last load's error (for /v1/models and the log), or null. */
+    volatile String error;
+    volatile long failedAtNanos;
+    /** The load under way, which requests wait on; null when none. */
+    volatile CompletableFuture<ServedModel> loading;
+    /** When a request last asked for it or it last had a sequence running (keep_alive counts from here). */
+    volatile long lastUsedNanos = System.nanoTime();
+    /** When the load under way began, for Retry-After. */
+    volatile long loadStartedNanos;
+
+    ModelSlot(ModelEntry entry, KeepAlive keepAlive) {
+        this.entry = entry;
+        this.keepAlive = entry.pinned() ? KeepAlive.FOREVER : entry.keepAlive() != null ? entry.keepAlive() : keepAlive;
+    }
+
+    String id() {
+        return entry.id();
+    }
+
+    void touch() {
+        lastUsedNanos = System.nanoTime();
+    }
+
+    /** Sequences running or waiting on its engine (0 when not loaded). */
+    int busy() {
+        ServedModel s = served;
+        return s == null ? 0 : s.engine().runningSequences() + s.engine().waitingSequences();
+    }
+}

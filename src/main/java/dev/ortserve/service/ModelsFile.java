@@ -1,0 +1,123 @@
+package dev.ortserve.service;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.dataformat.yaml.YAMLFactory;
+import dev.ortserve.engine.ModelLoadException;
+import io.quarkus.runtime.configuration.MemorySize;
+import io.quarkus.runtime.configuration.MemorySizeConverter;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * Reads ORTSERVE_MODELS_FILE (YAML, of which JSON is a part): {@code models:} a list of entries with snake_case keys
+ * (docs/models.md). Every mistake stops the start naming the file, the entry and the key: an unknown key, a missing id
+ * or path, a name (id or alias) given twice, a value of the wrong kind.
+ */
+public final class ModelsFile {
+
+    private static final Set<String> KEYS = Set.of("id", "aliases", "path", "revision", "file", "pinned", "keep_alive", "weight_precision",
+            "max_model_len", "kv_cache_bytes", "chat_template", "tool_call_parser", "reasoning_parser", "draft_model_path");
+
+    private ModelsFile() {
+    }
+
+    public static List<ModelEntry> read(Path file) {
+        JsonNode root;
+        try {
+            root = new ObjectMapper(new YAMLFactory()).readTree(file.toFile());
+        } catch (IOException e) {
+            throw new ModelLoadException("ORTSERVE_MODELS_FILE: cannot read " + file + ": " + e.getMessage(), e);
+        }
+        return parse(root, "ORTSERVE_MODELS_FILE " + file);
+    }
+
+    static List<ModelEntry> parse(JsonNode root, String where) {
+        if (root == null || !root.isObject() || !root.path("models").isArray()) {
+            throw new ModelLoadException(where + ": expected an object with a list 'models'");
+        }
+        for (Iterator<String> keys = root.fieldNames(); keys.hasNext(); ) {
+            String key = keys.next();
+            if (!key.equals("models")) throw new ModelLoadException(where + ": unknown key '" + key + "' (the file holds 'models')");
+        }
+        List<ModelEntry> entries = new ArrayList<>();
+        Set<String> names = new HashSet<>();
+        int index = 0;
+        for (JsonNode node : root.path("models")) {
+            String at = where + ": models[" + index++ + "]";
+            if (!node.isObject()) throw new ModelLoadException(at + ": expected an object");
+            for (Map.Entry<String, JsonNode> field : (Iterable<Map.Entry<String, JsonNode>>) node::fields) {
+                if (!KEYS.contains(field.getKey())) {
+                    throw new ModelLoadException(at + ": unknown key '" + field.getKey() + "' (known: " + String.join(", ", new java.util.TreeSet<>(KEYS)) + ")");
+                }
+            }
+            String id = text(node, "id", at);
+            String path = text(node, "path", at);
+            if (id == null || id.isBlank()) throw new ModelLoadException(at + ": 'id' is required");
+            if (path == null || path.isBlank()) throw new ModelLoadException(at + " ('" + id + "'): 'path' is required");
+            List<String> aliases = new ArrayList<>();
+            JsonNode a = node.get("aliases");
+            if (a != null && !a.isNull()) {
+                if (!a.isArray()) throw new ModelLoadException(at + ": 'aliases' must be a list of names");
+                for (JsonNode alias : a) {
+                    if (!alias.isTextual() || alias.asText().isBlank()) throw new ModelLoadException(at + ": 'aliases' must be a list of names");
+                    aliases.add(alias.asText());
+                }
+            }
+            KeepAlive keepAlive = null;
+            JsonNode k = node.get("keep_alive");
+            if (k != null && !k.isNull()) {
+                try {
+                    keepAlive = KeepAlive.parse(k.asText());
+                } catch (IllegalArgumentException e) {
+                    throw new ModelLoadException(at + ": " + e.getMessage(), e);
+                }
+            }
+            Integer maxModelLen = null;
+            JsonNode len = node.get("max_model_len");
+            if (len != null && !len.isNull()) {
+                if (!len.canConvertToInt() || len.asInt() <= 0 || !len.isIntegralNumber()) {
+                    throw new ModelLoadException(at + ": 'max_model_len' must be a positive whole number of tokens");
+                }
+                maxModelLen = len.asInt();
+            }
+            Long kvBytes = null;
+            JsonNode kv = node.get("kv_cache_bytes");
+            if (kv != null && !kv.isNull()) {
+                try {
+                    MemorySize size = new MemorySizeConverter().convert(kv.asText());
+                    kvBytes = size.asLongValue();
+                } catch (RuntimeException e) {
+                    throw new ModelLoadException(at + ": 'kv_cache_bytes' must be a size such as 512M or 2G, not '" + kv.asText() + "'", e);
+                }
+            }
+            JsonNode pinned = node.get("pinned");
+            if (pinned != null && !pinned.isNull() && !pinned.isBoolean()) throw new ModelLoadException(at + ": 'pinned' must be true or false");
+            String template = text(node, "chat_template", at);
+            ModelEntry entry = new ModelEntry(id, aliases, path, text(node, "revision", at), text(node, "file", at),
+                    pinned != null && pinned.asBoolean(), keepAlive, text(node, "weight_precision", at), maxModelLen, kvBytes,
+                    template == null ? null : Path.of(template), text(node, "tool_call_parser", at), text(node, "reasoning_parser", at),
+                    text(node, "draft_model_path", at));
+            for (String name : entry.names()) {
+                if (!names.add(name)) throw new ModelLoadException(at + ": the name '" + name + "' is already given to another model");
+            }
+            entries.add(entry);
+        }
+        if (entries.isEmpty()) throw new ModelLoadException(where + ": 'models' lists no model");
+        return entries;
+    }
+
+    private static String text(JsonNode node, String key, String at) {
+        JsonNode v = node.get(key);
+        if (v == null || v.isNull()) return null;
+        if (!v.isTextual()) throw new ModelLoadException(at + ": '" + key + "' must be a string");
+        return v.asText();
+    }
+}
