@@ -10,6 +10,7 @@ import dev.ortserve.engine.memory.MemoryBudget;
 import dev.ortserve.engine.memory.ProcessMemory;
 import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
+import dev.ortserve.service.error.ConflictException;
 import dev.ortserve.service.error.ModelNotFoundException;
 import dev.ortserve.service.error.UnavailableException;
 import io.micrometer.core.instrument.Gauge;
@@ -56,8 +57,6 @@ public class GenerationModelHost {
     private static final Logger LOG = Logger.getLogger(GenerationModelHost.class);
     public static final String DEMO_MODEL_ID = "demo";
     public static final String AGENT_MODEL_ID = "agent";
-    /** A model a request resolved is not unloaded for this long, whatever its keep_alive: the request may still be rendering its prompt. */
-    static final Duration RESOLVE_GRACE = Duration.ofSeconds(10);
     /** A model that failed to load is tried again by a request only this long after the failure. */
     static final Duration RETRY_FAILED_AFTER = Duration.ofSeconds(30);
 
@@ -310,8 +309,13 @@ public class GenerationModelHost {
         return new long[] {kv, working};
     }
 
-    /** Unloads idle unpinned models, least recently used first, until the count and the memory limit leave room for {@code weights}. */
+    /**
+     * Unloads idle unpinned models, least recently used first, until the count and the memory limit leave room for
+     * {@code weights}; while none can unload yet (pinned, running, or just asked for), waits for one as long as a request
+     * waits for a load (ORTSERVE_MODEL_LOAD_WAIT).
+     */
     private void makeRoom(ModelSlot loading, long weights) {
+        long deadline = System.nanoTime() + config.modelLoadWait().toNanos();
         while (true) {
             long loaded = slots.stream().filter(s -> s != loading && s.served != null).count();
             long[] others = reserved(loading);
@@ -320,8 +324,17 @@ public class GenerationModelHost {
             boolean tooBig = loaded > 0 && weights > headroom;
             if (!tooMany && !tooBig) return;
             ModelSlot victim = slots.stream().filter(s -> s != loading && s.served != null && !s.entry.pinned() && s.busy() == 0
-                            && System.nanoTime() - s.lastUsedNanos >= RESOLVE_GRACE.toNanos())
+                            && System.nanoTime() - s.lastUsedNanos >= grace().toNanos())
                     .min(Comparator.comparingLong(s -> s.lastUsedNanos)).orElse(null);
+            if (victim == null && System.nanoTime() < deadline) {
+                try {
+                    Thread.sleep(100);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new NoRoomException("the server is stopping");
+                }
+                continue;
+            }
             if (victim == null) {
                 throw new NoRoomException(tooMany ? loaded + " models are loaded (ORTSERVE_MODELS_MAX_LOADED=" + config.modelsMaxLoaded()
                         + ") and none can unload (pinned or in use)"
@@ -331,6 +344,15 @@ public class GenerationModelHost {
             LOG.infof("Unloading model '%s' (least recently used) to make room for '%s'", victim.id(), loading.id());
             unload(victim);
         }
+    }
+
+    /**
+     * How long after a request resolved a model it is not unloaded, whatever its keep_alive: the request may still be
+     * reading its conversation (the store's timeout) or rendering its prompt (the template's timeout) before it reaches
+     * the engine, where it counts as running.
+     */
+    private Duration grace() {
+        return config.chatTemplateTimeout().plus(config.storeTimeout()).plusSeconds(1);
     }
 
     /** Every unpinned model idle past its keep_alive unloads (the model thread, each second). */
@@ -345,7 +367,7 @@ public class GenerationModelHost {
                 }
                 if (slot.keepAlive.forever()) continue;
                 long idle = now - slot.lastUsedNanos;
-                if (idle >= Math.max(slot.keepAlive.duration().toNanos(), RESOLVE_GRACE.toNanos())) {
+                if (idle >= Math.max(slot.keepAlive.duration().toNanos(), grace().toNanos())) {
                     LOG.infof("Unloading model '%s': idle for its keep_alive (%s)", slot.id(), slot.keepAlive);
                     unload(slot);
                 }
@@ -377,18 +399,30 @@ public class GenerationModelHost {
     }
 
     /**
-     * POST /models/unload: unloads it now. Refused (false, with the reason) for a pinned model or one with sequences
-     * running or waiting; an unloaded model stays unloaded (true).
+     * POST /models/unload: unloads it now (an unloaded model stays unloaded). 409 model_pinned for a pinned model,
+     * 409 model_busy for one with sequences running or waiting.
      */
     public Uni<String> unload(String requested) {
         ModelSlot slot = slot(requested);
-        return Uni.createFrom().completionStage(CompletableFuture.supplyAsync(() -> {
-            if (slot.entry.pinned()) return "'" + slot.id() + "' is pinned: it is never unloaded";
-            if (slot.busy() > 0) return "'" + slot.id() + "' has " + slot.busy() + " sequences running or waiting";
+        return Uni.createFrom().completionStage(() -> CompletableFuture.supplyAsync(() -> {
+            if (slot.entry.pinned()) {
+                throw new ConflictException("The model '" + slot.id() + "' is pinned: it is never unloaded.", "model", "model_pinned");
+            }
+            int busy = slot.busy();
+            if (busy > 0) {
+                throw new ConflictException("The model '" + slot.id() + "' has " + busy + " requests running or waiting; unload it when they end.",
+                        "model", "model_busy");
+            }
             unload(slot);
             LOG.infof("Unloaded model '%s' (POST /models/unload)", slot.id());
-            return null;
+            return slot.id();
         }, modelThread));
+    }
+
+    /** A configured model's state now: loaded, loading, unloaded or failed, and its last load's error. */
+    public ServedModelInfo info(String requested) {
+        ModelSlot slot = slot(requested);
+        return info().stream().filter(m -> m.id().equals(slot.id())).findFirst().orElseThrow();
     }
 
     private static void warmUp(GenerationEngine engine, LoadedModel model) {

@@ -1,5 +1,6 @@
 package dev.ortserve.api.error;
 
+import dev.ortserve.service.error.ConflictException;
 import dev.ortserve.service.error.GenerationFailedException;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.ModelNotFoundException;
@@ -45,6 +46,9 @@ public class ApiException extends RuntimeException {
         }
         if (e instanceof NotFoundException) {
             return new ApiException(404, "not_found_error", e.getMessage(), e.param(), e.code());
+        }
+        if (e instanceof ConflictException) {
+            return new ApiException(409, "invalid_request_error", e.getMessage(), e.param(), e.code());
         }
         if (e instanceof OverloadedException o) {
             return new ApiException(429, "rate_limit_error", e.getMessage(), e.param(), e.code(), o.retryAfterSeconds());

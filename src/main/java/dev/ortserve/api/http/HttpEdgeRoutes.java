@@ -48,6 +48,7 @@ public class HttpEdgeRoutes {
     AccessLog accessLog;
 
     private List<byte[]> keyDigests = List.of();
+    private byte[] adminKeyDigest;
 
     void install(@Observes Router router) {
         SseWriter.stallTimeout(config.streamStallTimeout());
@@ -58,6 +59,7 @@ public class HttpEdgeRoutes {
         } else {
             LOG.infof("API key authentication on: %d key(s) configured", keyDigests.size());
         }
+        adminKeyDigest = config.adminKey().map(String::trim).filter(k -> !k.isEmpty()).map(HttpEdgeRoutes::sha256).orElse(null);
         router.route().order(-1_000).handler(this::edge);
     }
 
@@ -80,6 +82,7 @@ public class HttpEdgeRoutes {
                 accessLog.write(access, ctx.response().getStatusCode());
             });
         }
+        if (isAdminPath(path) && !adminAuthorized(ctx)) return;
         if (isApiPath(path) && drain.draining()) {
             reply(ctx, ApiException.unavailable("The server is shutting down; retry on another replica.", "shutting_down"));
             return;
@@ -152,6 +155,26 @@ public class HttpEdgeRoutes {
     /** Probes and metric scrapes come every few seconds and would drown the access log. */
     static boolean quietPath(String path) {
         return path.startsWith("/q/health") || path.equals("/q/metrics");
+    }
+
+    /** The model admin endpoints (llama.cpp router's names): behind ORTSERVE_ADMIN_KEY, not the API keys. */
+    static boolean isAdminPath(String path) {
+        return path.equals("/models/load") || path.equals("/models/unload");
+    }
+
+    /** Off (404) without an admin key; 401 unless the request presents it. Answers the request itself when it is refused. */
+    private boolean adminAuthorized(RoutingContext ctx) {
+        if (adminKeyDigest == null) {
+            reply(ctx, ApiException.notFound("The model admin endpoints are off on this server (no admin key is configured).", null, "not_found"));
+            return false;
+        }
+        String presented = presentedKey(ctx.request());
+        if (presented == null || !MessageDigest.isEqual(sha256(presented), adminKeyDigest)) {
+            reply(ctx, new ApiException(401, "invalid_request_error",
+                    "Incorrect or missing admin key. Provide it as 'Authorization: Bearer <key>'.", null, "invalid_api_key"));
+            return false;
+        }
+        return true;
     }
 
     static boolean isApiPath(String path) {

@@ -4,6 +4,7 @@ import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.ModelsApi;
 import dev.ortserve.api.model.Model;
 import dev.ortserve.api.model.ModelList;
+import dev.ortserve.api.model.ModelStatus;
 import dev.ortserve.service.ModelCatalog;
 import dev.ortserve.service.ServedModelInfo;
 import io.smallrye.mutiny.Uni;
@@ -25,7 +26,7 @@ public class ModelsResource implements ModelsApi {
     @Override
     public Uni<Response> retrieveModel(String model) {
         return Uni.createFrom().item(() -> catalog.models().stream()
-                .filter(m -> m.id().equals(model))
+                .filter(m -> m.id().equals(model) || m.aliases().contains(model))
                 .findFirst()
                 .map(m -> Response.ok(toDto(m)).build())
                 .orElseThrow(() -> ApiException.modelNotFound(model)));
@@ -33,8 +34,13 @@ public class ModelsResource implements ModelsApi {
 
     private static Model toDto(ServedModelInfo info) {
         return new Model().id(info.id())._object(Model.ObjectEnum.MODEL).created(info.createdEpochSeconds())
-                .ownedBy("ortserve").maxModelLen(info.maxModelLen()).root(info.root())
+                .ownedBy("ortserve").maxModelLen(info.maxModelLen() > 0 ? info.maxModelLen() : null).root(info.root())
                 .parsers(info.toolCallParser() == null ? null
-                        : new dev.ortserve.api.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()));
+                        : new dev.ortserve.api.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()))
+                .aliases(info.aliases()).pinned(info.pinned()).status(status(info));
+    }
+
+    static ModelStatus status(ServedModelInfo info) {
+        return new ModelStatus().value(ModelStatus.ValueEnum.fromValue(info.state())).error(info.error());
     }
 }

@@ -8,7 +8,7 @@ package dev.ortserve.service.error;
  */
 public abstract sealed class ServiceException extends RuntimeException
         permits InvalidRequestException, NotFoundException, ModelNotFoundException, OverloadedException, UnavailableException,
-        GenerationFailedException {
+        GenerationFailedException, ConflictException {
 
     private final String param;
     private final String code;
