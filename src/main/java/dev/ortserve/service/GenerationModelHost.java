@@ -145,10 +145,12 @@ public class GenerationModelHost {
         slot.touch();
         ServedModel s = slot.served;
         if (s != null) return Uni.createFrom().item(s);
-        return Uni.createFrom().completionStage(() -> startLoad(slot))
-                .ifNoItem().after(config.modelLoadWait()).failWith(() -> notReady(slot))
-                // the request goes on off the model thread
-                .emitOn(Infrastructure.getDefaultWorkerPool());
+        Uni<ServedModel> loaded = Uni.createFrom().completionStage(() -> startLoad(slot))
+                .ifNoItem().after(config.modelLoadWait()).failWith(() -> notReady(slot));
+        // the request goes on off the model thread: on its own Vert.x context (its request id in the log lines, the
+        // access log's record), as on the fast path; without one (a test calling in directly) on a worker
+        io.vertx.core.Context context = io.vertx.core.Vertx.currentContext();
+        return context == null ? loaded.emitOn(Infrastructure.getDefaultWorkerPool()) : loaded.emitOn(task -> context.runOnContext(v -> task.run()));
     }
 
     /** The slot a request's model name resolves to; 404 model_not_found (checked before anything else is done with the request). */

@@ -74,6 +74,20 @@ public final class PackagedApp implements AutoCloseable {
         return start(name, all);
     }
 
+    /**
+     * Starts the jar on its default configuration (no model settings: the demo model pinned, the agent model beside it,
+     * loaded on its first request), the generated models cached under target/ across runs; Linux x86-64 as above.
+     */
+    public static PackagedApp startDefault(String name, Map<String, String> env) throws IOException, InterruptedException {
+        String os = System.getProperty("os.name").toLowerCase(), arch = System.getProperty("os.arch");
+        org.junit.jupiter.api.Assumptions.assumeTrue(os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64")),
+                "the agent clients' pinned binaries are installed for Linux x86-64 only");
+        Path models = Path.of("target", "it-agent-models").toAbsolutePath();
+        Map<String, String> all = new java.util.HashMap<>(env);
+        all.put("ORTSERVE_MODEL_CACHE_DIR", models.toString());
+        return start(name, all);
+    }
+
     public int port() {
         return port;
     }
