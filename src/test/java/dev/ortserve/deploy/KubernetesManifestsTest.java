@@ -219,6 +219,41 @@ class KubernetesManifestsTest {
         }
     }
 
+    /**
+     * The models overlay: the models file comes from a ConfigMap mounted where ORTSERVE_MODELS_FILE points, the one-model
+     * settings are gone (both set stop the start), every variable is documented, and the file is one the server reads.
+     */
+    @Test
+    void theModelsOverlayServesAModelsFileFromAConfigMap() throws Exception {
+        List<HasMetadata> objects = objects(render("models"));
+        Deployment deployment = find(objects, Deployment.class, "ortserve");
+        ConfigMap config = find(objects, ConfigMap.class, "ortserve-config");
+        Container c = deployment.getSpec().getTemplate().getSpec().getContainers().get(0);
+        assertFalse(config.getData().containsKey("ORTSERVE_MODEL_PATH"), "the models file replaces ORTSERVE_MODEL_PATH");
+        Set<String> documented = documentedEnv();
+        for (String name : config.getData().keySet()) assertTrue(documented.contains(name), name + " is not documented in docs/configuration.md");
+        Path file = Path.of(config.getData().get("ORTSERVE_MODELS_FILE"));
+        var mount = c.getVolumeMounts().stream().filter(v -> file.getParent().toString().equals(v.getMountPath())).findFirst()
+                .orElseThrow(() -> new AssertionError(file + " is on no volume"));
+        var volume = deployment.getSpec().getTemplate().getSpec().getVolumes().stream().filter(v -> v.getName().equals(mount.getName()))
+                .findFirst().orElseThrow();
+        ConfigMap models = objects.stream().filter(ConfigMap.class::isInstance).map(ConfigMap.class::cast)
+                .filter(m -> m.getMetadata().getName().equals(volume.getConfigMap().getName())).findFirst()
+                .orElseThrow(() -> new AssertionError("no ConfigMap " + volume.getConfigMap().getName()));
+        String text = models.getData().get(file.getFileName().toString());
+        assertNotNull(text, "the ConfigMap holds " + file.getFileName());
+        Path copy = Files.createTempFile("models", ".yaml");
+        try {
+            Files.writeString(copy, text);
+            var entries = dev.ortserve.service.ModelsFile.read(copy);
+            assertTrue(entries.stream().anyMatch(dev.ortserve.service.ModelEntry::pinned), "a pinned model: ready means it is loaded");
+            for (var e : entries) assertTrue(dev.ortserve.hub.HubRepoId.parse(e.path()).isPresent(), e.path() + " is a Hub id");
+        } finally {
+            Files.delete(copy);
+        }
+        assertEquals("/q/health/ready", c.getReadinessProbe().getHttpGet().getPath());
+    }
+
     static <T extends HasMetadata> T find(List<HasMetadata> objects, Class<T> type, String name) {
         return objects.stream().filter(type::isInstance).map(type::cast).filter(o -> o.getMetadata().getName().equals(name)).findFirst()
                 .orElseThrow(() -> new AssertionError("no " + type.getSimpleName() + " " + name));
