@@ -325,8 +325,10 @@ public class GenerationModelHost {
             boolean tooMany = loaded >= config.modelsMaxLoaded();
             boolean tooBig = loaded > 0 && weights > headroom;
             if (!tooMany && !tooBig) return;
-            ModelSlot victim = slots.stream().filter(s -> s != loading && s.served != null && !s.entry.pinned() && s.busy() == 0
-                            && System.nanoTime() - s.lastUsedNanos >= grace().toNanos())
+            List<ModelSlot> unpinned = slots.stream().filter(s -> s != loading && s.served != null && !s.entry.pinned()).toList();
+            // only pinned models beside it: the file size was an estimate; the load's measured memory split decides
+            if (unpinned.isEmpty() && !tooMany) return;
+            ModelSlot victim = unpinned.stream().filter(s -> s.busy() == 0 && System.nanoTime() - s.lastUsedNanos >= grace().toNanos())
                     .min(Comparator.comparingLong(s -> s.lastUsedNanos)).orElse(null);
             if (victim == null && System.nanoTime() < deadline) {
                 try {

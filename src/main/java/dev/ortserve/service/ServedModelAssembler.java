@@ -76,7 +76,7 @@ final class ServedModelAssembler {
         try {
             // loaded before the budget is split: its weights are part of the resident set measured at ready
             draft = draftDir == null ? null : loadDraft(draftDir, dir, configured, model, file);
-            MemoryBudget budget = memoryBudget(model, configured, otherKv, otherWorking);
+            MemoryBudget budget = memoryBudget(entry.id(), model, configured, otherKv, otherWorking);
             EngineOptions options = configured.withKvCacheBytes(budget.kv());
             String template = chatTemplate(model, entry);
             ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
@@ -130,7 +130,7 @@ final class ServedModelAssembler {
      * The process's memory split once the model is loaded (its resident set measured): the KV budget is what the
      * limit leaves, or the configured one within it; a limit that cannot hold the model stops the start here.
      */
-    private MemoryBudget memoryBudget(LoadedModel model, EngineOptions options, long otherKv, long otherWorking) {
+    private MemoryBudget memoryBudget(String id, LoadedModel model, EngineOptions options, long otherKv, long otherWorking) {
         long perToken = model.spec().kvBytesPerToken();
         int context = model.spec().maxModelLen();
         MemoryBudget.Request request = new MemoryBudget.Request(config.memoryLimit().map(MemorySize::asLongValue).orElse(0L),
@@ -143,8 +143,8 @@ final class ServedModelAssembler {
             throw new ModelLoadException(e.getMessage() + " (ORTSERVE_MEMORY_LIMIT, ORTSERVE_ENGINE_KV_CACHE_BYTES" + (otherKv > 0
                     ? "; other models are loaded: ORTSERVE_MODELS_MAX_LOADED" : "") + ")", e);
         }
-        budget.warnings().forEach(w -> LOG.warnf("Memory budget: %s", w));
-        LOG.infof("Memory budget of '%s': %s", model.directory().getFileName(), budget.describe());
+        budget.warnings().forEach(w -> LOG.warnf("Memory budget of '%s': %s", id, w));
+        LOG.infof("Memory budget of '%s': %s", id, budget.describe());
         return budget;
     }
 

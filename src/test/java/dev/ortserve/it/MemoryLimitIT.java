@@ -16,8 +16,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -75,21 +73,7 @@ class MemoryLimitIT {
             long kv = part(metrics, "kv");
             assertTrue(kv > 0 && kv <= KV, "the KV budget as configured, within what the limit leaves: " + kv + "\n" + app.log());
 
-            long pid = app.process().pid();
-            AtomicLong peak = new AtomicLong();
-            AtomicBoolean sampling = new AtomicBoolean(true);
-            Thread sampler = new Thread(() -> {
-                while (sampling.get()) {
-                    peak.accumulateAndGet(rss(pid), Math::max);
-                    try {
-                        Thread.sleep(50);
-                    } catch (InterruptedException e) {
-                        return;
-                    }
-                }
-            });
-            sampler.setDaemon(true);
-            sampler.start();
+            PackagedApp.RssSampler rss = app.sampleRss();
 
             String prompt = "the quick brown fox jumps over the lazy dog and runs far away ".repeat(65);
             int promptTokens = JSON.readTree(post(app, "/tokenize", "{\"model\":\"demo\",\"prompt\":" + JSON.writeValueAsString(prompt) + "}")
@@ -118,14 +102,13 @@ class MemoryLimitIT {
                     refused++;
                 }
             }
-            sampling.set(false);
-            sampler.join();
+            long peak = rss.peak();
             System.out.printf("MemoryLimitIT: limit %d MiB (%s), KV budget %d MiB, %d requests of %d + %d positions: %d completed, %d refused 503;"
                             + " peak RSS %d MiB%n", limit >> 20, cgroup ? "cgroup v1" : "ORTSERVE_MEMORY_LIMIT", kv >> 20, REQUESTS, promptTokens,
-                    maxTokens, completed, refused, peak.get() >> 20);
+                    maxTokens, completed, refused, peak >> 20);
             assertTrue(completed > 0, "requests ran under the limit");
             assertTrue(app.process().isAlive(), "the server was not killed:\n" + app.log());
-            assertTrue(peak.get() <= limit, "resident set " + (peak.get() >> 20) + " MiB over the limit " + (limit >> 20) + " MiB");
+            assertTrue(peak <= limit, "resident set " + (peak >> 20) + " MiB over the limit " + (limit >> 20) + " MiB");
             if (cgroup) {
                 String oom = Files.readString(group.resolve("memory.oom_control"));
                 assertTrue(!oom.contains("oom_kill ") || oom.contains("oom_kill 0"), "no OOM kill in the group: " + oom);
@@ -162,17 +145,6 @@ class MemoryLimitIT {
                 }
             }
         }
-    }
-
-    private static long rss(long pid) {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(pid), "status"))) {
-                if (line.startsWith("VmRSS:")) return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-            }
-        } catch (IOException | RuntimeException e) {
-            // the process has gone: nothing to sample
-        }
-        return 0;
     }
 
     private static long part(String metrics, String part) {

@@ -88,6 +88,61 @@ public final class PackagedApp implements AutoCloseable {
         return start(name, all);
     }
 
+    /** The process's resident set now (VmRSS), 0 once it is gone. */
+    public long rss() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc", Long.toString(process.pid()), "status"))) {
+                if (line.startsWith("VmRSS:")) return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
+            }
+        } catch (IOException e) {
+            return 0;
+        }
+        return 0;
+    }
+
+    /** Samples {@link #rss()} every 50 ms until closed; {@link RssSampler#peak()} is the largest seen. */
+    public RssSampler sampleRss() {
+        return new RssSampler(this);
+    }
+
+    public static final class RssSampler implements AutoCloseable {
+        private final java.util.concurrent.atomic.AtomicLong peak = new java.util.concurrent.atomic.AtomicLong();
+        private final java.util.concurrent.atomic.AtomicBoolean sampling = new java.util.concurrent.atomic.AtomicBoolean(true);
+        private final Thread thread;
+
+        private RssSampler(PackagedApp app) {
+            thread = new Thread(() -> {
+                while (sampling.get()) {
+                    peak.accumulateAndGet(app.rss(), Math::max);
+                    try {
+                        Thread.sleep(50);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }, "rss-sampler");
+            thread.setDaemon(true);
+            thread.start();
+        }
+
+        /** Stops sampling (after one last sample) and returns the peak. */
+        public long peak() {
+            close();
+            return peak.get();
+        }
+
+        @Override
+        public void close() {
+            if (sampling.getAndSet(false)) {
+                try {
+                    thread.join();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+    }
+
     public int port() {
         return port;
     }
