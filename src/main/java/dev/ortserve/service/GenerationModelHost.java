@@ -153,6 +153,22 @@ public class GenerationModelHost {
         return context == null ? loaded.emitOn(Infrastructure.getDefaultWorkerPool()) : loaded.emitOn(task -> context.runOnContext(v -> task.run()));
     }
 
+    /**
+     * {@link #served(String)} for a request that names a keep_alive (Ollama's: how long the model stays loaded after it,
+     * from now on; null: unchanged). A value that is none is a 400 naming {@code keep_alive}, before any model work.
+     */
+    public Uni<ServedModel> served(String requested, String keepAlive) {
+        ModelSlot slot = slot(requested);
+        if (keepAlive != null) {
+            try {
+                slot.keepAlive(KeepAlive.parse(keepAlive));
+            } catch (IllegalArgumentException e) {
+                throw new dev.ortserve.service.error.InvalidRequestException("keep_alive", "'keep_alive' " + e.getMessage().substring("keep_alive ".length()) + ".");
+            }
+        }
+        return served(requested);
+    }
+
     /** The slot a request's model name resolves to; 404 model_not_found (checked before anything else is done with the request). */
     ModelSlot slot(String requested) {
         if (requested == null) return first;

@@ -11,7 +11,8 @@ final class ModelSlot {
     enum State { UNLOADED, LOADING, LOADED, FAILED }
 
     final ModelEntry entry;
-    final KeepAlive keepAlive;
+    /** How long it stays loaded after its last request: the entry's or the server's, then the last request's that said. */
+    volatile KeepAlive keepAlive;
 
     volatile State state = State.UNLOADED;
     volatile ServedModel served;
@@ -28,6 +29,11 @@ final class ModelSlot {
     ModelSlot(ModelEntry entry, KeepAlive keepAlive) {
         this.entry = entry;
         this.keepAlive = entry.pinned() ? KeepAlive.FOREVER : entry.keepAlive() != null ? entry.keepAlive() : keepAlive;
+    }
+
+    /** A request's keep_alive, from now on (Ollama's semantics); a pinned model stays loaded whatever it says. */
+    void keepAlive(KeepAlive requested) {
+        if (!entry.pinned()) keepAlive = requested;
     }
 
     String id() {

@@ -195,6 +195,27 @@ class SeveralModelsTest extends ApiTest {
         admin().body("{\"model\":\"third\",\"keep_alive\":5}").post("/models/load").then().statusCode(400);
     }
 
+    @Test
+    @Order(4)
+    void aRequestsKeepAliveHoldsFromThenOn() throws Exception {
+        json().body("{\"model\":\"third\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"soon\"}").post("/v1/completions")
+                .then().statusCode(400).body("error.param", equalTo("keep_alive"));
+        assertEquals("unloaded", state("third"), "refused before any model work");
+        // -1: third stays loaded past its own keep_alive (1 s) and the grace
+        json().body("{\"model\":\"third\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"-1\"}").post("/v1/completions")
+                .then().statusCode(200);
+        Thread.sleep(GRACE_MILLIS + 2_000);
+        assertEquals("loaded", state("third"));
+        // 0: unloaded as soon as it is idle (after the grace)
+        json().body("{\"model\":\"third\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2,\"keep_alive\":\"0\"}")
+                .post("/v1/chat/completions").then().statusCode(200);
+        awaitState("third", "unloaded", 20_000);
+        // a pinned model stays loaded whatever a request says
+        json().body("{\"model\":\"tiny\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"0\"}").post("/v1/completions").then().statusCode(200);
+        Thread.sleep(GRACE_MILLIS + 2_000);
+        assertEquals("loaded", state("tiny"));
+    }
+
     static io.restassured.specification.RequestSpecification admin() {
         return json().header("Authorization", "Bearer " + ADMIN_KEY);
     }

@@ -93,7 +93,7 @@ public class MessagesProtocol {
             throw new InvalidRequestException("thinking.budget_tokens", "'thinking.budget_tokens' (" + budget + ") must be less than 'max_tokens' ("
                     + req.getMaxTokens() + ").");
         }
-        return host.served(req.getModel()).flatMap(served -> create(req, served));
+        return host.served(req.getModel(), req.getKeepAlive()).flatMap(served -> create(req, served));
     }
 
     private Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req, ServedModel served) {
