@@ -29,6 +29,8 @@ public class ServingMetrics {
 
     /** Suppliers the meters read (Micrometer holds a meter's state weakly), by model: kept while the model is loaded. */
     private final java.util.Map<String, java.util.List<Object>> readings = new java.util.concurrent.ConcurrentHashMap<>();
+    private final java.util.Map<String, AtomicInteger> batchSizes = new java.util.concurrent.ConcurrentHashMap<>();
+    private final java.util.Map<String, AtomicReference<Double>> kvUsages = new java.util.concurrent.ConcurrentHashMap<>();
     /** The gauges and function counters read from a loaded model, by model: removed when it unloads (its engine is gone). */
     private final java.util.Map<String, java.util.List<io.micrometer.core.instrument.Meter>> modelMeters = new java.util.concurrent.ConcurrentHashMap<>();
 
@@ -38,10 +40,9 @@ public class ServingMetrics {
 
     /** Registers the engine's gauges and listens to its scheduling and steps. */
     public EngineListener engineListener(String model) {
-        AtomicInteger batchSize = new AtomicInteger();
-        AtomicReference<Double> kvUsage = new AtomicReference<>(0.0);
-        keepReading(model, batchSize);
-        keepReading(model, kvUsage);
+        // one state per model however many listeners are made for it (a test's wrapper makes a second): the gauges read it
+        AtomicInteger batchSize = batchSizes.computeIfAbsent(model, m -> new AtomicInteger());
+        AtomicReference<Double> kvUsage = kvUsages.computeIfAbsent(model, m -> new AtomicReference<>(0.0));
         keep(model, Gauge.builder("ortserve_batch_size", batchSize, AtomicInteger::get)
                 .description("Sequences in the last batched decode step").tag("model", model).register(registry));
         keep(model, Gauge.builder("ortserve_kv_cache_usage_ratio", kvUsage, AtomicReference::get)
@@ -190,6 +191,8 @@ public class ServingMetrics {
         java.util.List<io.micrometer.core.instrument.Meter> meters = modelMeters.remove(model);
         if (meters != null) meters.forEach(registry::remove);
         readings.remove(model);
+        batchSizes.remove(model);
+        kvUsages.remove(model);
     }
 
     private Timer timer(String name, String description, String model) {
