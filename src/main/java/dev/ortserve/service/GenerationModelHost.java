@@ -272,7 +272,7 @@ public class GenerationModelHost {
             metrics.forget(slot.id());
             synchronized (slot) {
                 slot.state = ModelSlot.State.FAILED;
-                slot.error = e.getMessage();
+                slot.error = e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
                 slot.failedAtNanos = System.nanoTime();
                 slot.loading = null;
             }

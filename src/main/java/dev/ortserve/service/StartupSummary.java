@@ -35,11 +35,19 @@ public class StartupSummary {
     // after the model hosts (default observer priority 2500) have loaded their models
     void log(@Observes @Priority(3000) StartupEvent event) {
         ServedModel served = generation.defaultModel();
-        LoadedModel model = served.model();
-        String file = model.directory().relativize(model.modelFile()).toString().replace('\\', '/');
         var quarkus = ConfigProvider.getConfig();
         String host = quarkus.getOptionalValue("quarkus.http.host", String.class).orElse("0.0.0.0");
         String port = quarkus.getOptionalValue("quarkus.http.port", String.class).orElse("8080");
+        if (served == null) {
+            // a models file with no pinned model: each loads on its first request, nothing is loaded yet
+            LOG.infof("Serving on demand: %s; %s with %d threads; embeddings '%s'; store %s; listening on http://%s:%s",
+                    generation.info().stream().map(m -> "'" + m.id() + "'").collect(java.util.stream.Collectors.joining(", ")),
+                    config.executionProvider(), config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
+                    embedding.modelId(), config.store(), host, port);
+            return;
+        }
+        LoadedModel model = served.model();
+        String file = model.directory().relativize(model.modelFile()).toString().replace('\\', '/');
         LOG.infof("Serving '%s' from %s: %s layout, %s (%s, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
                         + "embeddings '%s'; store %s; listening on http://%s:%s",
                 served.id(), served.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,
