@@ -1,10 +1,10 @@
 package dev.ortserve.service;
 
-import dev.ortserve.service.error.ModelNotFoundException;
-import dev.ortserve.service.error.UnavailableException;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.embedding.EmbeddingEngine;
 import dev.ortserve.embedding.EmbeddingModel;
+import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.UnavailableException;
 import io.quarkus.runtime.ShutdownEvent;
 import io.quarkus.runtime.StartupEvent;
 import jakarta.enterprise.context.ApplicationScoped;
@@ -12,9 +12,16 @@ import jakarta.enterprise.event.Observes;
 import jakarta.inject.Inject;
 
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
-/** Loads the embedding model at startup (configured directory, or the bundled all-MiniLM-L6-v2). */
+/**
+ * Loads the embedding models at startup ({@link ConfiguredModels#embedding()}: the models file's embedding entries, a
+ * configured directory or Hub id, or the bundled all-MiniLM-L6-v2), each with its own worker; they stay loaded.
+ */
 @ApplicationScoped
 public class EmbeddingModelHost {
 
@@ -24,49 +31,63 @@ public class EmbeddingModelHost {
     @Inject
     ModelSources modelSources;
 
-    private volatile EmbeddingEngine engine;
-    private String modelId;
-    private long createdAt;
+    @Inject
+    ConfiguredModels configured;
+
+    /** One loaded embedding model. */
+    public record Served(ModelEntry entry, EmbeddingEngine engine, long createdAt) {
+        public String id() {
+            return entry.id();
+        }
+    }
+
+    private final List<Served> served = new ArrayList<>();
+    private final Map<String, Served> byName = new LinkedHashMap<>();
+    private volatile boolean ready;
 
     void start(@Observes StartupEvent event) {
         int threads = config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors());
         String provider = config.executionProvider().name();
-        EmbeddingModel model;
-        if (config.embeddingModelPath().isPresent()) {
-            ModelSources.Located located = modelSources.locate(config.embeddingModelPath().get().toString(), Optional.empty(),
-                    config.embeddingModelFile());
-            model = EmbeddingModel.load(located.directory(), config.embeddingModelName().orElse(located.defaultId()),
-                    provider, config.cudaDeviceId(), threads, config.embeddingModelFile());
-        } else {
-            model = EmbeddingModel.loadBundled(provider, config.cudaDeviceId(), threads);
+        for (ModelEntry entry : configured.embedding()) {
+            EmbeddingModel model;
+            if (entry.path().equals(ModelEntry.BUNDLED)) {
+                model = EmbeddingModel.loadBundled(provider, config.cudaDeviceId(), threads);
+            } else {
+                ModelSources.Located located = modelSources.locate(entry.path(), Optional.ofNullable(entry.revision()), Optional.ofNullable(entry.file()));
+                model = EmbeddingModel.load(located.directory(), entry.id(), provider, config.cudaDeviceId(), threads, Optional.ofNullable(entry.file()));
+            }
+            Served s = new Served(entry, new EmbeddingEngine(model, config.embeddingMaxBatch(), config.embeddingQueueCapacity()),
+                    Instant.now().getEpochSecond());
+            served.add(s);
+            for (String name : entry.names()) byName.put(name, s);
         }
-        modelId = config.embeddingModelName().orElse(model.id());
-        engine = new EmbeddingEngine(model, config.embeddingMaxBatch(), config.embeddingQueueCapacity());
-        createdAt = Instant.now().getEpochSecond();
+        ready = true;
     }
 
     void stop(@Observes ShutdownEvent event) {
-        if (engine != null) engine.close();
+        served.forEach(s -> s.engine().close());
     }
 
     public boolean ready() {
-        return engine != null;
+        return ready;
     }
 
+    /** The first embedding model's id (the startup summary). */
     public String modelId() {
-        return modelId;
+        return served.isEmpty() ? null : served.get(0).id();
     }
 
-    public EmbeddingEngine engine() {
-        if (engine == null) throw new UnavailableException("The embedding model is still loading.", "model_not_ready");
-        return engine;
+    /** The embedding model a request names (its id or an alias); 404 model_not_found for any other name. */
+    public Served served(String requested) {
+        if (!ready) throw new UnavailableException("The embedding model is still loading.", "model_not_ready");
+        Served s = byName.get(requested);
+        if (s == null) throw new ModelNotFoundException(requested);
+        return s;
     }
 
-    public void requireModel(String requested) {
-        if (!modelId.equals(requested)) throw new ModelNotFoundException(requested);
-    }
-
-    public ServedModelInfo info() {
-        return new ServedModelInfo(modelId, ServedModelInfo.Kind.EMBEDDING, engine == null ? 0 : engine.model().maxTokens(), null, createdAt);
+    /** Every embedding model, for /v1/models. */
+    public List<ServedModelInfo> info() {
+        return served.stream().map(s -> new ServedModelInfo(s.id(), ServedModelInfo.Kind.EMBEDDING, s.engine().model().maxTokens(), null,
+                s.createdAt(), null, null, s.entry().aliases(), "loaded", null, true)).toList();
     }
 }

@@ -17,9 +17,6 @@ import java.util.List;
 @ApplicationScoped
 public class EmbeddingService {
 
-    @Inject
-    EmbeddingModelHost host;
-
     /** One input's embedding and how many tokens it took. */
     public record Vector(float[] values, int promptTokens) {
     }
@@ -32,8 +29,8 @@ public class EmbeddingService {
      * @param tokenIds   the inputs as token ids, or null
      * @param dimensions the dimensions asked for, or null: only the model's own size is served
      */
-    public Uni<List<Vector>> embed(List<String> texts, List<int[]> tokenIds, Integer dimensions, boolean truncate) {
-        EmbeddingEngine engine = host.engine();
+    public Uni<List<Vector>> embed(EmbeddingModelHost.Served model, List<String> texts, List<int[]> tokenIds, Integer dimensions, boolean truncate) {
+        EmbeddingEngine engine = model.engine();
         int native_ = engine.model().dimensions();
         if (dimensions != null && dimensions != native_) {
             throw new InvalidRequestException("dimensions", "This model does not support shortening its embeddings: 'dimensions' must be "
@@ -57,7 +54,7 @@ public class EmbeddingService {
             throw new InvalidRequestException("input", e.getMessage());
         }
         dev.ortserve.logging.AccessRecord access = dev.ortserve.logging.AccessRecord.current();
-        if (access != null) access.model(host.modelId());
+        if (access != null) access.model(model.id());
         try {
             return engine.embed(tokens).map(results -> {
                 if (access != null) access.addPromptTokens(results.stream().mapToInt(r -> r.promptTokens()).sum());

@@ -76,6 +76,9 @@ public class GenerationModelHost {
     @Inject
     ModelSources modelSources;
 
+    @Inject
+    ConfiguredModels configured;
+
     private final List<ModelSlot> slots = new ArrayList<>();
     private final Map<String, ModelSlot> byName = new LinkedHashMap<>();
     /** The first pinned model (else the first): what /tokenize without a model and the startup summary use. */
@@ -96,7 +99,7 @@ public class GenerationModelHost {
         if (config.modelsMaxLoaded() < 1) {
             throw new ModelLoadException("ORTSERVE_MODELS_MAX_LOADED must be at least 1, not " + config.modelsMaxLoaded());
         }
-        for (ModelEntry entry : entries()) {
+        for (ModelEntry entry : configured.generation()) {
             assembler.checkSettings(entry);
             ModelSlot slot = new ModelSlot(entry, keepAlive);
             slots.add(slot);
@@ -112,26 +115,6 @@ public class GenerationModelHost {
             if (slot.entry.pinned()) load(slot); // on the startup thread: a pinned model that cannot load stops the start
         }
         modelThread.scheduleWithFixedDelay(this::unloadIdle, 1, 1, TimeUnit.SECONDS);
-    }
-
-    /** The models file's entries; else ORTSERVE_MODEL_PATH as one pinned model; else the demo model pinned and the agent model beside it. */
-    private List<ModelEntry> entries() {
-        if (config.modelsFile().isPresent()) {
-            if (config.modelPath().isPresent()) {
-                throw new ModelLoadException("ORTSERVE_MODELS_FILE and ORTSERVE_MODEL_PATH are both set: list the model in the models file instead");
-            }
-            return ModelsFile.read(config.modelsFile().get());
-        }
-        if (config.modelPath().isPresent()) {
-            String spec = config.modelPath().get().toString();
-            String id = config.modelName().orElseGet(() -> modelSources.defaultId(spec));
-            return List.of(new ModelEntry(id, List.of(), spec, config.modelRevision().orElse(null), config.modelFile().orElse(null), true, null,
-                    null, null, null, null, null, null, config.speculative().draftModelPath().orElse(null)));
-        }
-        String demo = config.modelName().orElse(DEMO_MODEL_ID);
-        ModelEntry pinned = new ModelEntry(demo, List.of(), ModelEntry.GENERATED + "demo", null, null, true, null, null, null, null, null, null, null,
-                config.speculative().draftModelPath().orElse(null));
-        return demo.equals(AGENT_MODEL_ID) ? List.of(pinned) : List.of(pinned, ModelEntry.generated(AGENT_MODEL_ID, "agent", false));
     }
 
     /**

@@ -17,7 +17,7 @@ public class ModelCatalog {
 
     public List<ServedModelInfo> models() {
         List<ServedModelInfo> models = new java.util.ArrayList<>(generation.info());
-        models.add(embedding.info());
+        models.addAll(embedding.info());
         return models;
     }
 }

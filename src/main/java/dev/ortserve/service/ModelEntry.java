@@ -11,15 +11,27 @@ import java.util.List;
  *                        (a model this server generates: demo, agent, tiny, bench)
  * @param keepAlive       how long it stays loaded after its last request; null = ORTSERVE_KEEP_ALIVE (pinned: forever)
  * @param draftModelPath  a draft model for speculative decoding, or null
+ * @param kind            generation (the default) or embedding
  */
 public record ModelEntry(String id, List<String> aliases, String path, String revision, String file, boolean pinned, KeepAlive keepAlive,
                          String weightPrecision, Integer maxModelLen, Long kvCacheBytes, Path chatTemplate, String toolCallParser,
-                         String reasoningParser, String draftModelPath) {
+                         String reasoningParser, String draftModelPath, Kind kind) {
 
     public static final String GENERATED = "generated:";
+    /** The embedding model bundled with the server (all-MiniLM-L6-v2), as an embedding entry's path. */
+    public static final String BUNDLED = "bundled:all-minilm-l6-v2";
+
+    /** A generative model (chat, completions, Responses, Messages) or an embedding model (/v1/embeddings). */
+    public enum Kind { GENERATION, EMBEDDING }
 
     public ModelEntry {
         aliases = aliases == null ? List.of() : List.copyOf(aliases);
+        if (kind == null) kind = Kind.GENERATION;
+    }
+
+    /** An embedding model: loaded at start, never unloaded. */
+    public static ModelEntry embedding(String id, List<String> aliases, String path, String revision, String file) {
+        return new ModelEntry(id, aliases, path, revision, file, true, null, null, null, null, null, null, null, null, Kind.EMBEDDING);
     }
 
     /** Every name a request may give for it: its id, then its aliases. */
@@ -32,6 +44,6 @@ public record ModelEntry(String id, List<String> aliases, String path, String re
 
     /** A generated model of this size, pinned or loaded on first request. */
     public static ModelEntry generated(String id, String size, boolean pinned) {
-        return new ModelEntry(id, List.of(), GENERATED + size, null, null, pinned, null, null, null, null, null, null, null, null);
+        return new ModelEntry(id, List.of(), GENERATED + size, null, null, pinned, null, null, null, null, null, null, null, null, Kind.GENERATION);
     }
 }

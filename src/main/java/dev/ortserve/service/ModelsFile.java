@@ -24,7 +24,9 @@ import java.util.Set;
 public final class ModelsFile {
 
     private static final Set<String> KEYS = Set.of("id", "aliases", "path", "revision", "file", "pinned", "keep_alive", "weight_precision",
-            "max_model_len", "kv_cache_bytes", "chat_template", "tool_call_parser", "reasoning_parser", "draft_model_path");
+            "max_model_len", "kv_cache_bytes", "chat_template", "tool_call_parser", "reasoning_parser", "draft_model_path", "kind");
+    /** What an embedding entry may say: the rest is about generation and the load/unload cycle (embedding models load at start and stay). */
+    private static final Set<String> EMBEDDING_KEYS = Set.of("id", "aliases", "path", "revision", "file", "kind");
 
     private ModelsFile() {
     }
@@ -57,6 +59,22 @@ public final class ModelsFile {
                 if (!KEYS.contains(field.getKey())) {
                     throw new ModelLoadException(at + ": unknown key '" + field.getKey() + "' (known: " + String.join(", ", new java.util.TreeSet<>(KEYS)) + ")");
                 }
+            }
+            String kindName = text(node, "kind", at);
+            ModelEntry.Kind kind;
+            if (kindName == null || kindName.equals("generation")) {
+                kind = ModelEntry.Kind.GENERATION;
+            } else if (kindName.equals("embedding")) {
+                kind = ModelEntry.Kind.EMBEDDING;
+                for (Iterator<String> keys = node.fieldNames(); keys.hasNext(); ) {
+                    String key = keys.next();
+                    if (!EMBEDDING_KEYS.contains(key)) {
+                        throw new ModelLoadException(at + ": '" + key + "' is not for an embedding model (it takes "
+                                + String.join(", ", new java.util.TreeSet<>(EMBEDDING_KEYS)) + "; embedding models load at start and stay)");
+                    }
+                }
+            } else {
+                throw new ModelLoadException(at + ": 'kind' must be generation or embedding, not '" + kindName + "'");
             }
             String id = text(node, "id", at);
             String path = text(node, "path", at);
@@ -104,7 +122,8 @@ public final class ModelsFile {
             ModelEntry entry = new ModelEntry(id, aliases, path, text(node, "revision", at), text(node, "file", at),
                     pinned != null && pinned.asBoolean(), keepAlive, text(node, "weight_precision", at), maxModelLen, kvBytes,
                     template == null ? null : Path.of(template), text(node, "tool_call_parser", at), text(node, "reasoning_parser", at),
-                    text(node, "draft_model_path", at));
+                    text(node, "draft_model_path", at), kind);
+            if (kind == ModelEntry.Kind.EMBEDDING) entry = ModelEntry.embedding(id, aliases, path, entry.revision(), entry.file());
             for (String name : entry.names()) {
                 if (!names.add(name)) throw new ModelLoadException(at + ": the name '" + name + "' is already given to another model");
             }

@@ -61,6 +61,14 @@ class SeveralModelsTest extends ApiTest {
                     }
                 }
                 Files.writeString(broken.resolve("model.onnx"), "not an ONNX graph");
+                // an embedding model as a directory: the bundled model's graph and tokenizer, without its normalization
+                Path minilm = root.resolve("minilm");
+                Files.createDirectories(minilm);
+                for (String[] f : new String[][] {{"all-minilm-l6-v2.onnx", "model.onnx"}, {"all-minilm-l6-v2-tokenizer.json", "tokenizer.json"}}) {
+                    try (var in = SeveralModelsTest.class.getClassLoader().getResourceAsStream(f[0])) {
+                        Files.copy(in, minilm.resolve(f[1]), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+                    }
+                }
                 Path file = root.resolve("models.yaml");
                 Files.writeString(file, String.join("\n",
                         "models:",
@@ -75,6 +83,13 @@ class SeveralModelsTest extends ApiTest {
                         "    keep_alive: 1s",
                         "  - id: broken",
                         "    path: " + broken,
+                        "  - id: " + EmbeddingsTest.EMBEDDING_MODEL,
+                        "    kind: embedding",
+                        "    path: bundled:all-minilm-l6-v2",
+                        "  - id: minilm-unnormalized",
+                        "    kind: embedding",
+                        "    aliases: [text-embedding-3-small]",
+                        "    path: " + minilm,
                         ""));
                 return Map.of("ortserve.models-file", file.toString(), "ortserve.model-path", "", "ortserve.models-max-loaded", "2",
                         "ortserve.admin-key", ADMIN_KEY, "ortserve.chat-template-timeout", "1s", "ortserve.store-timeout", "500ms");
@@ -157,6 +172,27 @@ class SeveralModelsTest extends ApiTest {
         assertEquals("third", chat("third").getString("model"));
         assertTrue(System.nanoTime() - secondAsked >= GRACE_MILLIS * 1_000_000L, "it waited for second's grace");
         assertEquals("unloaded", state("second"));
+    }
+
+    @Test
+    @Order(5)
+    void twoEmbeddingModelsFromTheModelsFile() {
+        JsonPath bundled = json().body("{\"model\":\"" + EmbeddingsTest.EMBEDDING_MODEL + "\",\"input\":\"hello there\"}").post("/v1/embeddings")
+                .then().statusCode(200).extract().jsonPath();
+        JsonPath other = json().body("{\"model\":\"text-embedding-3-small\",\"input\":\"hello there\"}").post("/v1/embeddings")
+                .then().statusCode(200).body("model", equalTo("minilm-unnormalized")).extract().jsonPath();
+        assertEquals(1.0, norm(bundled.getList("data[0].embedding", Float.class)), 1e-3, "the bundled model normalizes");
+        assertTrue(Math.abs(norm(other.getList("data[0].embedding", Float.class)) - 1.0) > 0.01, "the other does not: another model");
+        given().get("/v1/models/text-embedding-3-small").then().statusCode(200).body("id", equalTo("minilm-unnormalized"))
+                .body("status.value", equalTo("loaded"));
+        json().body("{\"model\":\"tiny\",\"input\":\"hello\"}").post("/v1/embeddings").then().statusCode(404)
+                .body("error.code", equalTo("model_not_found"));
+    }
+
+    static double norm(List<Float> v) {
+        double sum = 0;
+        for (float x : v) sum += x * (double) x;
+        return Math.sqrt(sum);
     }
 
     @Test

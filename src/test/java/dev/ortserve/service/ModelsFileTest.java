@@ -89,6 +89,22 @@ class ModelsFileTest {
     }
 
     @Test
+    void embeddingModelsTakeTheirFewKeys() throws IOException {
+        List<ModelEntry> entries = read("""
+                models:
+                  - {id: chat, path: /m}
+                  - {id: minilm, kind: embedding, aliases: [text-embedding-3-small], path: bundled:all-minilm-l6-v2}
+                """);
+        assertEquals(ModelEntry.Kind.GENERATION, entries.get(0).kind());
+        assertEquals(ModelEntry.Kind.EMBEDDING, entries.get(1).kind());
+        assertTrue(entries.get(1).pinned(), "loaded at start, never unloaded");
+        assertTrue(refusal("models:\n  - {id: e, kind: embedding, path: /e, keep_alive: 5m}\n")
+                .contains("'keep_alive' is not for an embedding model"));
+        assertTrue(refusal("models:\n  - {id: e, kind: reranker, path: /e}\n").contains("'kind' must be generation or embedding"));
+        assertTrue(refusal("models:\n  - {id: a, path: /m}\n  - {id: a, kind: embedding, path: /e}\n").contains("the name 'a' is already given"));
+    }
+
+    @Test
     void keepAliveHasOllamasSemantics() {
         assertEquals(Duration.ofMinutes(5), KeepAlive.parse("5m").duration());
         assertEquals(Duration.ofSeconds(300), KeepAlive.parse("300").duration());

@@ -26,10 +26,10 @@ public class EmbeddingsProtocol {
     EmbeddingService embeddings;
 
     public Uni<CreateEmbeddingResponse> create(CreateEmbeddingRequest req) {
-        host.requireModel(req.getModel());
+        EmbeddingModelHost.Served model = host.served(req.getModel());
         PromptInput input = req.getInput();
         boolean base64 = req.getEncodingFormat() == CreateEmbeddingRequest.EncodingFormatEnum.BASE64;
-        return embeddings.embed(input.texts(), input.texts() != null ? null : input.tokenIds(), req.getDimensions(),
+        return embeddings.embed(model, input.texts(), input.texts() != null ? null : input.tokenIds(), req.getDimensions(),
                 Boolean.TRUE.equals(req.getTruncate())).map(list -> {
             List<Embedding> data = new ArrayList<>(list.size());
             int promptTokens = 0;
@@ -39,7 +39,7 @@ public class EmbeddingsProtocol {
                 promptTokens += list.get(i).promptTokens();
             }
             return new CreateEmbeddingResponse()._object(CreateEmbeddingResponse.ObjectEnum.LIST).data(data)
-                    .model(host.modelId()).usage(new CreateEmbeddingResponseUsage().promptTokens(promptTokens).totalTokens(promptTokens));
+                    .model(model.id()).usage(new CreateEmbeddingResponseUsage().promptTokens(promptTokens).totalTokens(promptTokens));
         });
     }
 }
