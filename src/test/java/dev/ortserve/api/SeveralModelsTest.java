@@ -189,6 +189,25 @@ class SeveralModelsTest extends ApiTest {
                 .body("error.code", equalTo("model_not_found"));
     }
 
+    @jakarta.inject.Inject
+    dev.ortserve.service.GenerationModelHost host;
+
+    @jakarta.inject.Inject
+    dev.ortserve.service.generation.CompletionService completions;
+
+    /** A request that resolved its model, which then unloaded before admission (past the grace): 503 to retry, not a failure. */
+    @Test
+    @Order(6)
+    void aModelUnloadedUnderARequestAnswersRetry() {
+        var served = host.served("third").await().atMost(java.time.Duration.ofMinutes(1));
+        admin().body("{\"model\":\"third\"}").post("/models/unload").then().statusCode(200).body("status.value", equalTo("unloaded"));
+        var call = dev.ortserve.service.generation.CompletionCall.greedy(new dev.ortserve.service.generation.CompletionCall.Prompt(new int[] {1, 2}, "x"), 2);
+        var refused = org.junit.jupiter.api.Assertions.assertThrows(dev.ortserve.service.error.UnavailableException.class,
+                () -> completions.stream(served, call));
+        assertEquals("model_not_ready", refused.code());
+        assertEquals(1, refused.retryAfterSeconds());
+    }
+
     static double norm(List<Float> v) {
         double sum = 0;
         for (float x : v) sum += x * (double) x;

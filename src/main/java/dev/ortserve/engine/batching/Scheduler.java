@@ -96,7 +96,7 @@ final class Scheduler {
     void admit(List<Sequence> sequences) {
         lock.lock();
         try {
-            if (closed) throw new IllegalStateException("The engine is shut down");
+            if (closed) throw new dev.ortserve.engine.EngineClosedException();
             if (queue.size() + sequences.size() > options.queueCapacity()) {
                 throw new EngineQueueFullException(options.queueCapacity());
             }

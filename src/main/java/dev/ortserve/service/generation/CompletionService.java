@@ -49,6 +49,9 @@ public class CompletionService {
             streams = served.engine().generateAll(requests);
         } catch (EngineQueueFullException e) {
             throw new OverloadedException("The server is busy: " + e.getMessage() + ". Retry shortly.", 1);
+        } catch (dev.ortserve.engine.EngineClosedException e) {
+            // unloaded (or the server stopping) between resolving the model and admission: the next try loads it again
+            throw new UnavailableException("The model '" + served.id() + "' was unloaded as this request started; retry.", "model_not_ready", 1);
         }
         // the access log's tokens: counted on the engine thread into the record taken here, on the request's thread
         AccessRecord access = AccessRecord.current();
