@@ -30,7 +30,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * (the resident set with it loaded; its memory split from the log: heap growth, working memory, KV, what the tiny
  * model set aside). The second start gets a limit of that plus half a model: `a` loads, then `b` does not fit beside
  * it, so `a` (idle, least recently used) unloads and `b` loads; every request is answered 200, the tiny model serves
- * throughout, and the resident set, sampled every 50 ms, never exceeds the limit.
+ * throughout, and the resident set, sampled every 50 ms, never exceeds the limit; then `b`, idle past its keep_alive
+ * (1 s), unloads by itself.
  */
 class SeveralModelsMemoryIT {
 
@@ -46,7 +47,7 @@ class SeveralModelsMemoryIT {
         Files.writeString(file, String.join("\n", "models:",
                 "  - {id: tiny, path: " + TinyModelResource.directory() + ", pinned: true}",
                 "  - {id: a, path: " + a + "}",
-                "  - {id: b, path: " + b + "}", ""));
+                "  - {id: b, path: " + b + ", keep_alive: 1s}", ""));
         Map<String, String> env = new HashMap<>(Map.of("ORTSERVE_MODELS_FILE", file.toString(),
                 "ORTSERVE_MODEL_CACHE_DIR", root.resolve("cache").toString(),
                 "ORTSERVE_MODEL_LOAD_WAIT", "5m"));
@@ -84,6 +85,10 @@ class SeveralModelsMemoryIT {
             assertEquals("loaded", state(app, "b"), describe);
             assertTrue(app.log().contains("Unloading model 'a' (least recently used) to make room for 'b'"), describe);
             assertTrue(peak <= limit, "resident set over the limit: " + describe);
+            // b's keep_alive is 1 s: idle past it (and the grace), it unloads by itself
+            for (int i = 0; i < 200 && !state(app, "b").equals("unloaded"); i++) Thread.sleep(100);
+            assertEquals("unloaded", state(app, "b"), app.log());
+            assertTrue(app.log().contains("Unloading model 'b': idle for its keep_alive (1s)"), app.log());
         }
     }
 
