@@ -48,8 +48,8 @@ import java.util.concurrent.TimeUnit;
  * stops the server with the loader's message), the others on their first request, one load at a time, on one model
  * thread. A loaded model is one {@link ServedModel} value that requests resolve once ({@link #served(String)}) and carry
  * down. Unpinned models unload after their keep_alive idle, or least recently used first when another must load and
- * ORTSERVE_MODELS_MAX_LOADED or the memory limit would be exceeded; a model with sequences running or waiting never
- * unloads. A model that fails to load leaves the others serving, with its error in /v1/models and the log.
+ * ORTSERVE_MODELS_MAX_LOADED or the memory limit would be exceeded; a model a request holds ({@link #using}: from
+ * resolving it to its sequences' admission) or with sequences running or waiting never unloads. A model that fails to load leaves the others serving, with its error in /v1/models and the log.
  */
 @ApplicationScoped
 public class GenerationModelHost {
@@ -150,6 +150,30 @@ public class GenerationModelHost {
             }
         }
         return served(requested);
+    }
+
+    /**
+     * The request's work on the model it names, loaded ({@link #served(String, String)}), holding it from the start
+     * (through its load) until {@code work}'s answer is ready (its sequences admitted, or the request refused): a model with such a request, or
+     * with sequences running or waiting, never unloads. Every protocol goes through here.
+     */
+    public <T> Uni<T> using(String requested, String keepAlive, java.util.function.Function<ServedModel, Uni<T>> work) {
+        ModelSlot slot = slot(requested);
+        // held before its load is waited for: between the load's end and the work's start nothing may unload it
+        return Uni.createFrom().<T>deferred(() -> {
+            slot.leases.incrementAndGet();
+            return served(requested, keepAlive).flatMap(work::apply);
+        }).onTermination().invoke(() -> release(slot));
+    }
+
+    private static void release(ModelSlot slot) {
+        slot.leases.decrementAndGet();
+        slot.touch(); // keep_alive counts from the end of the last request
+    }
+
+    /** {@link #using(String, String, java.util.function.Function)} without a keep_alive. */
+    public <T> Uni<T> using(String requested, java.util.function.Function<ServedModel, Uni<T>> work) {
+        return using(requested, null, work);
     }
 
     /** The slot a request's model name resolves to; 404 model_not_found (checked before anything else is done with the request). */
@@ -312,7 +336,7 @@ public class GenerationModelHost {
 
     /**
      * Unloads idle unpinned models, least recently used first, until the count and the memory limit leave room for
-     * {@code weights}; while none can unload yet (pinned, running, or just asked for), waits for one as long as a request
+     * {@code weights}; while none can unload yet (pinned, or held by requests), waits for one as long as a request
      * waits for a load (ORTSERVE_MODEL_LOAD_WAIT).
      */
     private void makeRoom(ModelSlot loading, long weights) {
@@ -327,8 +351,7 @@ public class GenerationModelHost {
             List<ModelSlot> unpinned = slots.stream().filter(s -> s != loading && s.served != null && !s.entry.pinned()).toList();
             // only pinned models beside it: the file size was an estimate; the load's measured memory split decides
             if (unpinned.isEmpty() && !tooMany) return;
-            ModelSlot victim = unpinned.stream().filter(s -> s.busy() == 0 && System.nanoTime() - s.lastUsedNanos >= grace().toNanos())
-                    .min(Comparator.comparingLong(s -> s.lastUsedNanos)).orElse(null);
+            ModelSlot victim = unpinned.stream().filter(s -> s.busy() == 0).min(Comparator.comparingLong(s -> s.lastUsedNanos)).orElse(null);
             if (victim == null && System.nanoTime() < deadline) {
                 try {
                     Thread.sleep(100);
@@ -349,15 +372,6 @@ public class GenerationModelHost {
         }
     }
 
-    /**
-     * How long after a request resolved a model it is not unloaded, whatever its keep_alive: the request may still be
-     * reading its conversation (the store's timeout) or rendering its prompt (the template's timeout) before it reaches
-     * the engine, where it counts as running.
-     */
-    private Duration grace() {
-        return config.chatTemplateTimeout().plus(config.storeTimeout()).plusSeconds(1);
-    }
-
     /** Every unpinned model idle past its keep_alive unloads (the model thread, each second). */
     private void unloadIdle() {
         try {
@@ -370,7 +384,7 @@ public class GenerationModelHost {
                 }
                 if (slot.keepAlive.forever()) continue;
                 long idle = now - slot.lastUsedNanos;
-                if (idle >= Math.max(slot.keepAlive.duration().toNanos(), grace().toNanos())) {
+                if (idle >= slot.keepAlive.duration().toNanos()) {
                     LOG.infof("Unloading model '%s': idle for its keep_alive (%s)", slot.id(), slot.keepAlive);
                     unload(slot);
                 }

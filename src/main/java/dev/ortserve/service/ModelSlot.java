@@ -25,6 +25,8 @@ final class ModelSlot {
     volatile long lastUsedNanos = System.nanoTime();
     /** When the load under way began, for Retry-After. */
     volatile long loadStartedNanos;
+    /** Requests that resolved it and have not yet reached its engine or ended (GenerationModelHost#using). */
+    final java.util.concurrent.atomic.AtomicInteger leases = new java.util.concurrent.atomic.AtomicInteger();
 
     ModelSlot(ModelEntry entry, KeepAlive keepAlive) {
         this.entry = entry;
@@ -44,9 +46,9 @@ final class ModelSlot {
         lastUsedNanos = System.nanoTime();
     }
 
-    /** Sequences running or waiting on its engine (0 when not loaded). */
+    /** Requests holding it: leases, and sequences running or waiting on its engine (0 when not loaded and unleased). */
     int busy() {
         ServedModel s = served;
-        return s == null ? 0 : s.engine().runningSequences() + s.engine().waitingSequences();
+        return leases.get() + (s == null ? 0 : s.engine().runningSequences() + s.engine().waitingSequences());
     }
 }

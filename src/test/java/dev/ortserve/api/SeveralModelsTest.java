@@ -92,7 +92,7 @@ class SeveralModelsTest extends ApiTest {
                         "    path: " + minilm,
                         ""));
                 return Map.of("ortserve.models-file", file.toString(), "ortserve.model-path", "", "ortserve.models-max-loaded", "2",
-                        "ortserve.admin-key", ADMIN_KEY, "ortserve.chat-template-timeout", "1s", "ortserve.store-timeout", "500ms");
+                        "ortserve.admin-key", ADMIN_KEY);
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
@@ -105,8 +105,8 @@ class SeveralModelsTest extends ApiTest {
         return dir;
     }
 
-    /** A model unused this long may be unloaded (the chat template's timeout + the store's + 1 s, as configured above). */
-    static final long GRACE_MILLIS = 2_500;
+    /** Longer than third's keep_alive (1 s) and the idle check's period (1 s). */
+    static final long PAST_KEEP_ALIVE_MILLIS = 4_500;
 
     static JsonPath chat(String model) {
         return json().body("{\"model\":\"" + model + "\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":8,"
@@ -154,24 +154,17 @@ class SeveralModelsTest extends ApiTest {
         String metrics = given().get("/q/metrics").then().statusCode(200).extract().asString();
         assertTrue(metrics.contains("ortserve_requests_running{model=\"second\"}"), "the loaded model's gauges");
 
-        // the third model needs a slot (at most 2 loaded, tiny is pinned): second, idle past the grace, unloads
-        Thread.sleep(GRACE_MILLIS + 200);
+        // the third model needs a slot (at most 2 loaded, tiny is pinned): second, idle, unloads
         assertEquals("third", chat("third").getString("model"));
         assertEquals("loaded", state("third"));
         assertEquals("unloaded", state("second"));
         metrics = given().get("/q/metrics").then().statusCode(200).extract().asString();
         assertFalse(metrics.contains("ortserve_requests_running{model=\"second\"}"), "an unloaded model's gauges are gone");
 
-        // third's keep_alive is 1 s (the grace is longer): idle, it unloads by itself
+        // third's keep_alive is 1 s: idle, it unloads by itself
         awaitState("third", "unloaded", 20_000);
         assertEquals("loaded", state("tiny"));
-        long secondAsked = System.nanoTime();
         assertEquals(fromSecond, chat("second-alias").getString("choices[0].message.content"), "loaded again, the same answer");
-
-        // no room for third while second was just used: its first request waits until second may unload, then loads
-        assertEquals("third", chat("third").getString("model"));
-        assertTrue(System.nanoTime() - secondAsked >= GRACE_MILLIS * 1_000_000L, "it waited for second's grace");
-        assertEquals("unloaded", state("second"));
     }
 
     @Test
@@ -195,7 +188,7 @@ class SeveralModelsTest extends ApiTest {
     @jakarta.inject.Inject
     dev.ortserve.service.generation.CompletionService completions;
 
-    /** A request that resolved its model, which then unloaded before admission (past the grace): 503 to retry, not a failure. */
+    /** A caller that resolved a model without holding it (no protocol does), the model unloaded before admission: 503 to retry, not a failure. */
     @Test
     @Order(6)
     void aModelUnloadedUnderARequestAnswersRetry() {
@@ -206,6 +199,31 @@ class SeveralModelsTest extends ApiTest {
                 () -> completions.stream(served, call));
         assertEquals("model_not_ready", refused.code());
         assertEquals(1, refused.retryAfterSeconds());
+    }
+
+    /**
+     * A request holds its model from resolving it to its answer (its sequences admitted, or its refusal): held, the model
+     * is not unloaded by the admin endpoint (409 model_busy), by its keep_alive or to make room; released, it is.
+     */
+    @Test
+    @Order(7)
+    void aRequestHoldsItsModelUntilItsAnswer() throws Exception {
+        java.util.concurrent.CompletableFuture<String> answer = new java.util.concurrent.CompletableFuture<>();
+        java.util.concurrent.CompletableFuture<String> done = host.using("third", "0", served -> io.smallrye.mutiny.Uni.createFrom()
+                .completionStage(answer)).subscribeAsCompletionStage();
+        awaitState("third", "loaded", 30_000);
+        admin().body("{\"model\":\"third\"}").post("/models/unload").then().statusCode(409).body("error.code", equalTo("model_busy"));
+        Thread.sleep(PAST_KEEP_ALIVE_MILLIS);
+        assertEquals("loaded", state("third"), "held past its keep_alive (0)");
+        // no room beside it (tiny and third, at most 2): second's first request waits while third is held, then loads
+        java.util.concurrent.CompletableFuture<JsonPath> second = java.util.concurrent.CompletableFuture.supplyAsync(() -> chat("second"));
+        Thread.sleep(1_500);
+        assertFalse(second.isDone(), "waiting for room");
+        assertEquals("loaded", state("third"));
+        answer.complete("answered");
+        assertEquals("answered", done.get());
+        assertEquals("second", second.get().getString("model"));
+        assertEquals("unloaded", state("third"), "released, it made room");
     }
 
     static double norm(List<Float> v) {
@@ -256,18 +274,18 @@ class SeveralModelsTest extends ApiTest {
         json().body("{\"model\":\"third\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"soon\"}").post("/v1/completions")
                 .then().statusCode(400).body("error.param", equalTo("keep_alive"));
         assertEquals("unloaded", state("third"), "refused before any model work");
-        // -1: third stays loaded past its own keep_alive (1 s) and the grace
+        // -1: third stays loaded past its own keep_alive (1 s)
         json().body("{\"model\":\"third\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"-1\"}").post("/v1/completions")
                 .then().statusCode(200);
-        Thread.sleep(GRACE_MILLIS + 2_000);
+        Thread.sleep(PAST_KEEP_ALIVE_MILLIS);
         assertEquals("loaded", state("third"));
-        // 0: unloaded as soon as it is idle (after the grace)
+        // 0: unloaded as soon as it is idle
         json().body("{\"model\":\"third\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"max_tokens\":2,\"keep_alive\":\"0\"}")
                 .post("/v1/chat/completions").then().statusCode(200);
         awaitState("third", "unloaded", 20_000);
         // a pinned model stays loaded whatever a request says
         json().body("{\"model\":\"tiny\",\"prompt\":\"Hi\",\"max_tokens\":2,\"keep_alive\":\"0\"}").post("/v1/completions").then().statusCode(200);
-        Thread.sleep(GRACE_MILLIS + 2_000);
+        Thread.sleep(PAST_KEEP_ALIVE_MILLIS);
         assertEquals("loaded", state("tiny"));
     }
 

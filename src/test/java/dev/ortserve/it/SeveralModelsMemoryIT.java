@@ -85,7 +85,7 @@ class SeveralModelsMemoryIT {
             assertEquals("loaded", state(app, "b"), describe);
             assertTrue(app.log().contains("Unloading model 'a' (least recently used) to make room for 'b'"), describe);
             assertTrue(peak <= limit, "resident set over the limit: " + describe);
-            // b's keep_alive is 1 s: idle past it (and the grace), it unloads by itself
+            // b's keep_alive is 1 s: idle past it, it unloads by itself
             for (int i = 0; i < 200 && !state(app, "b").equals("unloaded"); i++) Thread.sleep(100);
             assertEquals("unloaded", state(app, "b"), app.log());
             assertTrue(app.log().contains("Unloading model 'b': idle for its keep_alive (1s)"), app.log());

@@ -46,12 +46,12 @@ public class TokenizerResource implements TokenizerApi {
                     ChatMessages.documents(chat.getDocuments()), !Boolean.FALSE.equals(chat.getAddGenerationPrompt()),
                     Boolean.TRUE.equals(chat.getContinueFinalMessage()), chat.getChatTemplateKwargs(),
                     ChatMessages.requestTemplate(chat.getChatTemplate(), config.allowRequestChatTemplate()));
-            return host.served(chat.getModel()).flatMap(served -> tokenizer.chat(served, promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())))
+            return host.using(chat.getModel(), served -> tokenizer.chat(served, promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())))
                     .map(TokenizerResource::answer);
         }
         TokenizeCompletionRequest req = (TokenizeCompletionRequest) request.value();
-        return host.served(req.getModel()).map(served -> answer(tokenizer.text(served, req.getPrompt(), !Boolean.FALSE.equals(req.getAddSpecialTokens()),
-                Boolean.TRUE.equals(req.getReturnTokenStrs()))));
+        return host.using(req.getModel(), served -> Uni.createFrom().item(() -> answer(tokenizer.text(served, req.getPrompt(),
+                !Boolean.FALSE.equals(req.getAddSpecialTokens()), Boolean.TRUE.equals(req.getReturnTokenStrs())))));
     }
 
     private static Response answer(TokenizerService.Tokens tokens) {
@@ -64,6 +64,7 @@ public class TokenizerResource implements TokenizerApi {
 
     @Override
     public Uni<Response> detokenize(DetokenizeRequest req) {
-        return host.served(req.getModel()).map(served -> Response.ok(new DetokenizeResponse().prompt(tokenizer.detokenize(served, req.getTokens()))).build());
+        return host.using(req.getModel(), served -> Uni.createFrom().item(() -> Response.ok(new DetokenizeResponse()
+                .prompt(tokenizer.detokenize(served, req.getTokens()))).build()));
     }
 }

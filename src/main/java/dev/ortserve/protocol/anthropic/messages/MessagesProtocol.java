@@ -93,7 +93,7 @@ public class MessagesProtocol {
             throw new InvalidRequestException("thinking.budget_tokens", "'thinking.budget_tokens' (" + budget + ") must be less than 'max_tokens' ("
                     + req.getMaxTokens() + ").");
         }
-        return host.served(req.getModel(), req.getKeepAlive()).flatMap(served -> create(req, served));
+        return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served));
     }
 
     private Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req, ServedModel served) {
@@ -128,7 +128,7 @@ public class MessagesProtocol {
     /** The tokens of the prompt {@link #create} would render for the same conversation, tools included. */
     public Uni<AnthropicCountTokensResponse> countTokens(AnthropicCountTokensRequest req) {
         host.requireModel(req.getModel());
-        return host.served(req.getModel()).flatMap(served -> {
+        return host.using(req.getModel(), served -> {
             Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
             return served.chatPrompts().renderOffIoThread(c.prompt())
                     .map(prompt -> new AnthropicCountTokensResponse().inputTokens(prompt.tokenIds().length));

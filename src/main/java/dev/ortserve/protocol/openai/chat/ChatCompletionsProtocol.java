@@ -101,7 +101,7 @@ public class ChatCompletionsProtocol {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
         // what needs the model (its parsers, its grammars, its template) once it is loaded
-        return host.served(req.getModel(), req.getKeepAlive()).flatMap(served -> create(req, served, hasTools, choice, n));
+        return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served, hasTools, choice, n));
     }
 
     private Uni<WireAnswer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {

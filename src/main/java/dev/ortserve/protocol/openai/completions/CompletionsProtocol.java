@@ -51,7 +51,7 @@ public class CompletionsProtocol {
 
     public Uni<WireAnswer> create(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
-        return host.served(req.getModel(), req.getKeepAlive()).flatMap(served -> create(req, served));
+        return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served));
     }
 
     private Uni<WireAnswer> create(CreateCompletionRequest req, ServedModel served) {

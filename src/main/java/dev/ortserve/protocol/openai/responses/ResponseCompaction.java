@@ -148,7 +148,7 @@ public class ResponseCompaction {
             List<JsonNode> older = all.subList(0, cut);
             List<JsonNode> kept = all.subList(cut, all.size());
             Uni<Summary> summary = older.isEmpty() ? Uni.createFrom().item(new Summary("", 0, 0))
-                    : host.served(req.getModel()).flatMap(served -> summarize(served, req, items, older));
+                    : host.using(req.getModel(), served -> summarize(served, req, items, older));
             return summary.map(s -> response(s, kept, owner));
         });
     }

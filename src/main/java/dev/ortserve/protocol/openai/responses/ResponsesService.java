@@ -104,7 +104,7 @@ public class ResponsesService {
     public Uni<ResponseRun> start(CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
         host.requireModel(req.getModel());
         checkRequest(req);
-        return host.served(req.getModel(), req.getKeepAlive()).flatMap(served -> start(served, req, owner, local, generate));
+        return host.using(req.getModel(), req.getKeepAlive(), served -> start(served, req, owner, local, generate));
     }
 
     private Uni<ResponseRun> start(ServedModel served, CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
