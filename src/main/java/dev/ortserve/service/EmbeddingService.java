@@ -8,7 +8,6 @@ import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.OverloadedException;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
-import jakarta.inject.Inject;
 
 import java.util.ArrayList;
 import java.util.List;
