@@ -36,15 +36,20 @@ abstract class ReferenceCompletionsTest {
 
     @Test
     void reproducesReferenceAloneAndBatched() throws Exception {
-        JsonNode reference = new ObjectMapper().readTree(Path.of("src/test/resources/fixtures", fixture(), "reference.json").toFile());
+        reproduces(fixture(), "reference");
+    }
+
+    /** The fixture's greedy references through {@code model}, each prompt alone and all in one batched request. */
+    static void reproduces(String fixture, String model) throws Exception {
+        JsonNode reference = new ObjectMapper().readTree(Path.of("src/test/resources/fixtures", fixture, "reference.json").toFile());
         List<String> prompts = new ArrayList<>();
         for (JsonNode ref : reference.get("refs")) prompts.add(ref.get("prompt").asText());
-        String batch = new ObjectMapper().writeValueAsString(Map.of("model", "reference", "prompt", prompts,
+        String batch = new ObjectMapper().writeValueAsString(Map.of("model", model, "prompt", prompts,
                 "max_tokens", 24, "temperature", 0, "logprobs", 0));
         JsonPath batched = given().contentType("application/json").body(batch).post("/v1/completions").then().statusCode(200).extract().jsonPath();
         int i = 0;
         for (JsonNode ref : reference.get("refs")) {
-            String alone = new ObjectMapper().writeValueAsString(Map.of("model", "reference", "prompt", ref.get("prompt").asText(),
+            String alone = new ObjectMapper().writeValueAsString(Map.of("model", model, "prompt", ref.get("prompt").asText(),
                     "max_tokens", 24, "temperature", 0));
             JsonPath single = given().contentType("application/json").body(alone).post("/v1/completions").then().statusCode(200).extract().jsonPath();
             assertEquals(ref.get("greedy_text").asText(), single.getString("choices[0].text"), "alone: " + ref.get("prompt"));
