@@ -94,7 +94,7 @@ public class GenerationModelHost {
         try {
             keepAlive = KeepAlive.parse(config.keepAlive());
         } catch (IllegalArgumentException e) {
-            throw new ModelLoadException("ORTSERVE_KEEP_ALIVE: " + e.getMessage(), e);
+            throw new ModelLoadException("ORTSERVE_KEEP_ALIVE " + e.getMessage(), e);
         }
         if (config.modelsMaxLoaded() < 1) {
             throw new ModelLoadException("ORTSERVE_MODELS_MAX_LOADED must be at least 1, not " + config.modelsMaxLoaded());
@@ -146,7 +146,7 @@ public class GenerationModelHost {
             try {
                 slot.keepAlive(KeepAlive.parse(keepAlive));
             } catch (IllegalArgumentException e) {
-                throw new dev.ortserve.service.error.InvalidRequestException("keep_alive", "'keep_alive' " + e.getMessage().substring("keep_alive ".length()) + ".");
+                throw new dev.ortserve.service.error.InvalidRequestException("keep_alive", "'keep_alive' " + e.getMessage() + ".");
             }
         }
         return served(requested);

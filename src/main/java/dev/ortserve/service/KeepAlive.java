@@ -20,7 +20,7 @@ public record KeepAlive(Duration duration) {
         return duration == null;
     }
 
-    /** @throws IllegalArgumentException naming what a keep_alive may be */
+    /** @throws IllegalArgumentException saying what a keep_alive may be (the caller names the setting or field) */
     public static KeepAlive parse(String text) {
         String s = text == null ? "" : text.trim().toLowerCase(Locale.ROOT);
         if (s.matches("-\\d+(\\.\\d+)?[a-z]*")) return FOREVER;
@@ -39,7 +39,7 @@ public record KeepAlive(Duration duration) {
             end = m.end();
         }
         if (s.isEmpty() || end != s.length()) {
-            throw new IllegalArgumentException("keep_alive must be a duration (5m, 300s, 1h30m, or seconds), -1 (forever) or 0 (unload when idle), not '"
+            throw new IllegalArgumentException("must be a duration (5m, 300s, 1h30m, or seconds), -1 (forever) or 0 (unload when idle), not '"
                     + text + "'");
         }
         return new KeepAlive(Duration.ofMillis(millis));

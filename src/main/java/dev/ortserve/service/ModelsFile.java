@@ -95,7 +95,7 @@ public final class ModelsFile {
                 try {
                     keepAlive = KeepAlive.parse(k.asText());
                 } catch (IllegalArgumentException e) {
-                    throw new ModelLoadException(at + ": " + e.getMessage(), e);
+                    throw new ModelLoadException(at + ": 'keep_alive' " + e.getMessage(), e);
                 }
             }
             Integer maxModelLen = null;

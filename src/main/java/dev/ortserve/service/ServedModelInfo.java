@@ -12,10 +12,5 @@ import java.util.List;
 public record ServedModelInfo(String id, Kind kind, int maxModelLen, String root, long createdEpochSeconds,
                               String toolCallParser, String reasoningParser, List<String> aliases, String state, String error, boolean pinned) {
 
-    /** A model loaded at start and always served (the embedding model). */
-    public ServedModelInfo(String id, Kind kind, int maxModelLen, String root, long createdEpochSeconds) {
-        this(id, kind, maxModelLen, root, createdEpochSeconds, null, null, List.of(), "loaded", null, true);
-    }
-
     public enum Kind { GENERATION, EMBEDDING }
 }

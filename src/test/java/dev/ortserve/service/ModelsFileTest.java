@@ -79,7 +79,7 @@ class ModelsFileTest {
         assertTrue(refusal("models:\n  - path: /m\n").contains("models[0]: 'id' is required"));
         assertTrue(refusal("models:\n  - id: a\n").contains("'path' is required"));
         assertTrue(refusal("models:\n  - {id: a, path: /m, aliases: [b]}\n  - {id: b, path: /n}\n").contains("models[1]: the name 'b' is already given"));
-        assertTrue(refusal("models:\n  - {id: a, path: /m, keep_alive: soon}\n").contains("keep_alive must be a duration"));
+        assertTrue(refusal("models:\n  - {id: a, path: /m, keep_alive: soon}\n").contains("models[0]: 'keep_alive' must be a duration"));
         assertTrue(refusal("models:\n  - {id: a, path: /m, max_model_len: -5}\n").contains("'max_model_len' must be a positive whole number"));
         assertTrue(refusal("models:\n  - {id: a, path: /m, kv_cache_bytes: lots}\n").contains("'kv_cache_bytes' must be a size"));
         assertTrue(refusal("models:\n  - {id: a, path: /m, pinned: yes please}\n").contains("'pinned' must be true or false"));
