@@ -20,9 +20,16 @@ import java.util.List;
  *                    buffer ({@code pastLength + newLength} = the buffer's positions); see {@code batching.KvCache}
  * @param logitColumns how many of each row's columns, ending at its last one, the pass's logits are read for:
  *                    1, or the positions of a speculative verification (its drafted tokens and one more)
+ * @param adapter     the LoRA adapter every row of the pass runs with (onnxruntime applies one set per run), or null
  */
 public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
-                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace, int logitColumns) {
+                          OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace, int logitColumns,
+                          LoraAdapter adapter) {
+
+    public ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
+                       OnnxTensor[] pastKeys, OnnxTensor[] pastValues, int[] lastColumns, boolean inPlace, int logitColumns) {
+        this(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, inPlace, logitColumns, null);
+    }
 
     /** A pass whose present tensors are new outputs (the past is copied into them). */
     public ForwardPass(int batch, int pastLength, int newLength, long[] ids, long[] mask, long[] positions,
@@ -59,13 +66,18 @@ public record ForwardPass(int batch, int pastLength, int newLength, long[] ids, 
     /** This pass with its past tensors bound as its present outputs too (written in place). */
     public ForwardPass withPresentInPast() {
         if (pastKeys == null) throw new IllegalStateException("an in-place pass needs a past buffer");
-        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, true, logitColumns);
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, true, logitColumns, adapter);
     }
 
     /** This pass with logits read for the last {@code columns} columns of each row (speculative verification). */
     public ForwardPass withLogitColumns(int columns) {
         if (columns < 1 || columns > newLength) throw new IllegalArgumentException("logit columns must be 1 to the pass's new columns, not " + columns);
-        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, inPlace, columns);
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, inPlace, columns, adapter);
+    }
+
+    /** This pass run with {@code lora} (null: the base model). */
+    public ForwardPass withAdapter(LoraAdapter lora) {
+        return new ForwardPass(batch, pastLength, newLength, ids, mask, positions, pastKeys, pastValues, lastColumns, inPlace, logitColumns, lora);
     }
 
     public int totalLength() {

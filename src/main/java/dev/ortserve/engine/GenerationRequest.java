@@ -5,8 +5,13 @@ package dev.ortserve.engine;
  *
  * @param prediction the tokens the output is expected to resemble (OpenAI's Predicted Outputs), drafted for speculative
  *                   decoding; null for none
+ * @param adapter    the LoRA adapter it runs with, or null for the base model
  */
-public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction) {
+public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction, LoraAdapter adapter) {
+
+    public GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction) {
+        this(requestId, promptTokenIds, sampling, prediction, null);
+    }
 
     public GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling) {
         this(requestId, promptTokenIds, sampling, null);

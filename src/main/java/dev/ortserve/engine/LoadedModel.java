@@ -8,12 +8,13 @@ import java.nio.file.Path;
 /**
  * A decoder model ready to run: its session (owned by the engine), tokenizer and spec.
  *
- * @param rewrites what the graph rewriter changed on load (empty: the exported graph as it is)
+ * @param rewrites   what the graph rewriter changed on load (empty: the exported graph as it is)
+ * @param servedFile the file the session runs: {@code modelFile}, or its rewrite
  */
 public record LoadedModel(Path directory, Path modelFile, DecoderSpec spec, TextTokenizer tokenizer,
                           OrtEnvironment environment, OrtSession session, String executionProvider,
                           String chatTemplate, java.util.Map<String, String> specialTokens,
-                          java.util.List<String> rewrites) implements AutoCloseable {
+                          java.util.List<String> rewrites, Path servedFile) implements AutoCloseable {
 
     /** The head runs on each row's last position only (logits [rows, 1, vocab]). */
     public boolean lastPositionLogits() {

@@ -17,7 +17,7 @@ import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.sli
  * The layering of docs/architecture.md, checked on the compiled main classes (every dependency:
  * imports, fully qualified names, method calls, field types). Each arrow points one way:
  * api -> protocol -> service -> engine / embedding / store / hub; the self-contained libraries (hub, jinja,
- * parse, logging, config, modelgen, engine.rewrite, engine.memory, engine.speculative) import nothing of the app,
+ * parse, logging, config, modelgen, engine.rewrite, engine.memory, engine.speculative, engine.lora) import nothing of the app,
  * and no two packages depend on each other (the cycle rule covers every package, the engine's included). No class is
  * excepted by name; the one package-wide allowance (the Responses protocol builds the store's records, which are its
  * wire objects, and reaches the stores through service.responses) is its own rule below.
@@ -239,6 +239,13 @@ class ArchitectureTest {
         // the budget's split and the native buffers' lifetimes are read by the engine (kv, runner) and the service alike:
         // knowing neither keeps both arrows pointing down and no cycle between kv and runner through it
         selfContained("dev.ortserve.engine.memory");
+    }
+
+    @Test
+    void theLoraFormatsImportNothingOfOrtserve() {
+        // PEFT's safetensors and onnxruntime's adapter file are formats: the loader converts and checks adapters with
+        // them against a graph's LoRA inputs it reads itself, so they know neither the loader nor the engine
+        selfContained("dev.ortserve.engine.lora");
     }
 
     @Test

@@ -202,8 +202,21 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         return generateAll(List.of(request)).get(0);
     }
 
+    /**
+     * Whether it runs LoRA adapters: each adapter's rows run in a pass of their own over their part of the batch's
+     * buffers, which needs the KV written in place (GroupQueryAttention graphs).
+     */
+    public boolean runsAdapters() {
+        return kv.inPlace();
+    }
+
     @Override
     public List<Multi<TokenEvent>> generateAll(List<GenerationRequest> requests) {
+        for (GenerationRequest r : requests) {
+            if (r.adapter() != null && !runsAdapters()) {
+                throw new IllegalArgumentException("this model's engine runs no LoRA adapters (its KV is not written in place)");
+            }
+        }
         List<Sequence> admitted = new ArrayList<>(requests.size());
         for (GenerationRequest r : requests) {
             admitted.add(new Sequence(r, model, speculative,
@@ -322,19 +335,36 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (draft != null && b > speculative.maxBatch()) {
             for (Sequence s : rows) if (s.drafter != null) s.drafter.close(); // not drafting now: the draft model's KV is let go
         }
-        long started = System.nanoTime();
-        List<ForwardPass.Row> in = new ArrayList<>(b);
-        for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
-        ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, kv.keys(), kv.values()).withPresentInPast();
-        long forwardStart = System.nanoTime();
-        try (DecoderRunner.Forward out = runner.run(pass)) {
-            long forward = System.nanoTime() - forwardStart;
-            steps.incrementAndGet();
-            kv.advance();
-            listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
-            sampleRows(out, b);
-            listener.decoded(b, forward, System.nanoTime() - started);
+        long started = System.nanoTime(), forward = 0;
+        float[] logits = null;
+        // one pass per LoRA adapter (onnxruntime applies one adapter set per run): the repack keeps each adapter's rows
+        // together, so each pass runs over its own contiguous part of the batch's buffers; one pass when all share one
+        for (int from = 0; from < b; ) {
+            int to = from + 1;
+            while (to < b && rows.get(to).adapter == rows.get(from).adapter) to++;
+            List<ForwardPass.Row> in = new ArrayList<>(to - from);
+            for (int r = from; r < to; r++) in.add(ForwardPass.Row.decode(rows.get(r).lastToken, rows.get(r).length));
+            try (KvCache.RowView view = kv.rows(from, to - from, b)) {
+                ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, view.keys(), view.values()).withPresentInPast()
+                        .withAdapter(rows.get(from).adapter);
+                long forwardStart = System.nanoTime();
+                try (DecoderRunner.Forward out = runner.run(pass)) {
+                    forward += System.nanoTime() - forwardStart;
+                    steps.incrementAndGet();
+                    if (logits == null) logits = new float[out.vocabSize()];
+                    for (int r = from; r < to; r++) {
+                        Sequence s = rows.get(r);
+                        out.lastLogits(r - from, logits);
+                        s.length++;
+                        s.onLogits(logits);
+                    }
+                }
+            }
+            from = to;
         }
+        kv.advance();
+        listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
+        listener.decoded(b, forward, System.nanoTime() - started);
     }
 
     /**
@@ -369,7 +399,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 System.arraycopy(draft, 0, tokens, 1, draft.length);
                 try (KvCache.RowView view = kv.row(r, b)) {
                     ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(tokens, 0, tokens.length, s.length)),
-                            kv.span() - tokens.length, view.keys(), view.values()).withPresentInPast().withLogitColumns(tokens.length);
+                            kv.span() - tokens.length, view.keys(), view.values()).withPresentInPast().withLogitColumns(tokens.length)
+                            .withAdapter(s.adapter);
                     long forwardStart = System.nanoTime();
                     try (DecoderRunner.Forward out = runner.run(pass)) {
                         forward += System.nanoTime() - forwardStart;
@@ -412,6 +443,11 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         // sequence_length > 1 and past context is given"): there, prompts continuing a cached prefix are prefilled alone
         // rather than tried in a batch that fails
         List<Sequence> batchable = !pastsBatchTogether ? prefilling.stream().filter(s -> s.length == 0).toList() : prefilling;
+        // one LoRA adapter per pass: the first waiting prompt's
+        if (!batchable.isEmpty()) {
+            dev.ortserve.engine.LoraAdapter first = batchable.get(0).adapter;
+            batchable = batchable.stream().filter(s -> s.adapter == first).toList();
+        }
         List<Sequence> group = scheduler.batchedPrefill(batchable, !rows.isEmpty());
         if (!group.isEmpty()) {
             int cost = group.size() * group.stream().mapToInt(s -> s.prompt.length - s.length).max().orElse(0);
@@ -469,7 +505,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             pastLength = Math.max(pastLength, keep[r]);
         }
         try (KvRows past = KvRows.gather(spec, model.environment(), group, keep, pastLength)) {
-            ForwardPass pass = ForwardPass.of(spec.alignment(), in, pastLength, past.keys(), past.values());
+            ForwardPass pass = ForwardPass.of(spec.alignment(), in, pastLength, past.keys(), past.values()).withAdapter(group.get(0).adapter);
             DecoderRunner.Forward out;
             try {
                 out = runner.run(pass);
@@ -498,7 +534,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private void prefillChunk(Sequence s, int n) throws OrtException {
         PendingKv past = s.pending;
         ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
-                past == null ? null : past.keys, past == null ? null : past.values);
+                past == null ? null : past.keys, past == null ? null : past.values).withAdapter(s.adapter);
         DecoderRunner.Forward out = runner.run(pass);
         steps.incrementAndGet();
         s.closePending();

@@ -125,15 +125,24 @@ public final class KvCache implements AutoCloseable {
      * The batch's own tensors when it has one row. Closing the view closes its tensors, not the buffers.
      */
     RowView row(int r, int rows) throws OrtException {
+        return rows(r, 1, rows);
+    }
+
+    /**
+     * In place: rows {@code from} to {@code from + count - 1} of the batch's {@code rows} as tensors of a batch of
+     * {@code count}, for a pass of those rows alone (a LoRA adapter's rows: the repack keeps each adapter's rows
+     * together) that writes into them. The batch's own tensors when they are all its rows.
+     */
+    RowView rows(int from, int count, int rows) throws OrtException {
         if (!inPlace) throw new IllegalStateException("the batch's KV is not written in place");
-        if (rows == 1) return new RowView(keys, values, false);
+        if (count == rows) return new RowView(keys, values, false);
         OnnxTensor[] k = new OnnxTensor[spec.layers()], v = new OnnxTensor[spec.layers()];
         RowView view = new RowView(k, v, true);
         try {
             int bytes = Math.toIntExact((long) spec.kvHeads() * span * spec.headDim() * spec.kvElementBytes());
             for (int l = 0; l < spec.layers(); l++) {
-                k[l] = KvBlock.tensor(env, spec, keyData[l].slice(r * bytes, bytes).order(keyData[l].order()), 1, span);
-                v[l] = KvBlock.tensor(env, spec, valueData[l].slice(r * bytes, bytes).order(valueData[l].order()), 1, span);
+                k[l] = KvBlock.tensor(env, spec, keyData[l].slice(from * bytes, count * bytes).order(keyData[l].order()), count, span);
+                v[l] = KvBlock.tensor(env, spec, valueData[l].slice(from * bytes, count * bytes).order(valueData[l].order()), count, span);
             }
         } catch (OrtException | RuntimeException e) {
             view.close();
@@ -208,6 +217,11 @@ public final class KvCache implements AutoCloseable {
         for (Sequence s : joining) (s.done() ? joinDone : joiners).add(s);
         List<Sequence> next = new ArrayList<>(keep);
         next.addAll(joiners);
+        // each LoRA adapter's rows together (the base model's first), in their order otherwise: a decode step runs
+        // each adapter's rows as one pass over a contiguous part of the buffers
+        next.sort(java.util.Comparator.comparingInt(Sequence::adapterKey));
+        Map<Sequence, Integer> at = new IdentityHashMap<>();
+        for (int i = 0; i < next.size(); i++) at.put(next.get(i), i);
         int newLength = 0;
         for (Sequence s : next) newLength = Math.max(newLength, s.length);
         int newSpan = spanFor(newLength);
@@ -233,12 +247,11 @@ public final class KvCache implements AutoCloseable {
                 for (int kind = 0; kind < 2; kind++) {
                     ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newSpan);
                     if (dst != null) allocated.add(dst);
-                    int row = 0;
                     if (readBatch) {
                         Buffer src = inPlace ? KvBlock.view(kind == 0 ? keyData[l] : valueData[l], spec)
                                 : KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
                         for (int i = 0; i < keep.size(); i++) {
-                            KvBlock.moveRow(spec, src, keepIndex.get(i), span, dst, row++, newSpan, keep.get(i).length);
+                            KvBlock.moveRow(spec, src, keepIndex.get(i), span, dst, at.get(keep.get(i)), newSpan, keep.get(i).length);
                         }
                         for (Sequence s : leaving) {
                             PrefixCache.Insertion ins = inserting.get(s);
@@ -253,7 +266,7 @@ public final class KvCache implements AutoCloseable {
                         if (!joins && ins == null) continue;
                         Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
                         if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
-                        if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, row++, newSpan, s.length);
+                        if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, at.get(s), newSpan, s.length);
                     }
                     if (dst != null) {
                         OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newSpan);

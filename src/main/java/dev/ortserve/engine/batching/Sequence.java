@@ -31,6 +31,8 @@ import java.util.Arrays;
 final class Sequence {
 
     final GenerationRequest request;
+    /** The LoRA adapter it runs with, or null (the base model). */
+    final dev.ortserve.engine.LoraAdapter adapter;
     final int[] prompt;
     final SamplingParams params;
     final long admittedAt = System.nanoTime();
@@ -88,6 +90,7 @@ final class Sequence {
              java.util.function.Consumer<Sequence> onRetire) {
         DecoderSpec spec = model.spec();
         this.request = request;
+        this.adapter = request.adapter();
         this.model = model;
         this.onLeave = onLeave;
         this.onRetire = onRetire;
@@ -249,5 +252,10 @@ final class Sequence {
             retired = true;
             onRetire.accept(this);
         }
+    }
+
+    /** Its LoRA adapter's key (0: the base model): the order of the batch's rows and the root of its prefix-cache chain. */
+    int adapterKey() {
+        return adapter == null ? 0 : adapter.key();
     }
 }

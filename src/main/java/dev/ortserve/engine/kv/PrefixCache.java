@@ -113,14 +113,20 @@ public final class PrefixCache {
     /** The blocks one sequence references, in prefix order. */
     public final class Hold {
         private final List<Block> held = new ArrayList<>();
+        /** The chain's root: 0 for the base model, a LoRA adapter's own (negative) key for its sequences. */
+        private final long root;
         private boolean released;
+
+        private Hold(long root) {
+            this.root = root;
+        }
 
         int blocks() {
             return held.size();
         }
 
         private long lastId() {
-            return held.isEmpty() ? 0 : held.get(held.size() - 1).id;
+            return held.isEmpty() ? root : held.get(held.size() - 1).id;
         }
 
         private void add(Block b) {
@@ -151,7 +157,15 @@ public final class PrefixCache {
      * {@code prompt.length - 1} tokens are reused: the last prompt token must run to give logits.
      */
     public Hold lookup(int[] prompt) {
-        Hold hold = new Hold();
+        return lookup(prompt, 0);
+    }
+
+    /**
+     * The same for a sequence run with a LoRA adapter: {@code adapterKey} (its {@code LoraAdapter.key()}; 0 for the base
+     * model) roots the chain, so the adapter's KV and the base model's, which differ for the same tokens, never mix.
+     */
+    public Hold lookup(int[] prompt, int adapterKey) {
+        Hold hold = new Hold(-(long) adapterKey);
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
             Block b = blocks.get(Key.of(hold.lastId(), prompt, j * BLOCK));
             if (b == null) break;
@@ -170,7 +184,12 @@ public final class PrefixCache {
      * for a lookup (the waiting request that asks is about to reuse them).
      */
     public long wouldReference(int[] prompt) {
-        long bytes = 0, parent = 0;
+        return wouldReference(prompt, 0);
+    }
+
+    /** {@link #wouldReference(int[])} for a sequence of the LoRA adapter {@code adapterKey} (0: the base model). */
+    public long wouldReference(int[] prompt, int adapterKey) {
+        long bytes = 0, parent = -(long) adapterKey;
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
             Block b = blocks.get(Key.of(parent, prompt, j * BLOCK));
             if (b == null) break;

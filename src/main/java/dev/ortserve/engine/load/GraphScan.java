@@ -77,4 +77,36 @@ final class GraphScan {
         }
         return false;
     }
+
+    /**
+     * The graph's inputs whose names end with {@code suffix} (LoRA inputs), with their shapes (a symbolic dimension as -1)
+     * and element types; read from the graph's input list without loading the file's weights.
+     */
+    static java.util.Map<String, ai.onnx.proto.OnnxMl.ValueInfoProto> inputs(Path modelFile, java.util.function.Predicate<String> named) throws IOException {
+        java.util.Map<String, ai.onnx.proto.OnnxMl.ValueInfoProto> out = new java.util.LinkedHashMap<>();
+        try (InputStream in = Files.newInputStream(modelFile)) {
+            CodedInputStream model = CodedInputStream.newInstance(in);
+            model.setSizeLimit(Integer.MAX_VALUE);
+            while (true) {
+                int tag = model.readTag();
+                if (tag == 0) return out;
+                if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                    int limit = model.pushLimit(model.readRawVarint32());
+                    while (!model.isAtEnd()) {
+                        int t = model.readTag();
+                        // GraphProto.input = 11 (ValueInfoProto)
+                        if (WireFormat.getTagFieldNumber(t) == 11 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                            ai.onnx.proto.OnnxMl.ValueInfoProto v = ai.onnx.proto.OnnxMl.ValueInfoProto.parseFrom(model.readBytes());
+                            if (named.test(v.getName())) out.put(v.getName(), v);
+                        } else {
+                            model.skipField(t);
+                        }
+                    }
+                    model.popLimit(limit);
+                } else if (!model.skipField(tag)) {
+                    return out;
+                }
+            }
+        }
+    }
 }

@@ -72,7 +72,7 @@ public final class ModelLoader {
                     spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(),
                     rewritten.applied().isEmpty() ? "none" : String.join(", ", rewritten.applied()), (System.nanoTime() - start) / 1_000_000);
             return new LoadedModel(dir, onnxFile, spec, tokenizer, env, session, options.executionProvider(), template, DecoderSpecs.specialTokens(dir),
-                    rewritten.applied());
+                    rewritten.applied(), rewritten.file());
         } catch (RuntimeException e) {
             try {
                 session.close();

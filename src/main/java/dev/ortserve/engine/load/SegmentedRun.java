@@ -55,8 +55,10 @@ public final class SegmentedRun implements OrtDecoderRunner.Executor {
     }
 
     @Override
-    public OrtDecoderRunner.Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned) throws OrtException {
+    public OrtDecoderRunner.Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned,
+                                        ai.onnxruntime.OrtSession.RunOptions options) throws OrtException {
         if (!pinned.isEmpty()) throw new IllegalArgumentException("a segmented run writes no outputs in place");
+        if (options != null) throw new IllegalArgumentException("a segmented run (the load check) runs no adapter");
         Map<String, OnnxTensor> live = new HashMap<>(in);
         List<OnnxTensor> owned = new ArrayList<>();
         try {

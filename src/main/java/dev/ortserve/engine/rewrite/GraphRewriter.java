@@ -41,6 +41,8 @@ public final class GraphRewriter {
     static final String ATTENTION_MASK = "attention_mask";
     /** What the float16 KV rewrite is listed as among the applied rewrites (followed by the nodes it moved). */
     public static final String HALF_KV = HalfKv.APPLIED;
+    /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
+    public static final String LORA_INPUTS = LoraInputs.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -96,6 +98,8 @@ public final class GraphRewriter {
         Graph g = new Graph(OnnxModelFile.read(modelFile), modelFile.getParent());
         int nodesBefore = g.graph.getNodeCount();
         List<String> applied = new ArrayList<>(), skipped = new ArrayList<>();
+        // found first, by the names the exporter gave the projections; their side paths are added last
+        List<LoraInputs.Projection> lora = options.loraModules().isEmpty() ? List.of() : LoraInputs.find(g, options.loraModules());
         if (options.fuseRotary()) { // first: it evaluates the position subgraph of the graph as exported
             RotaryFusion.Outcome o = RotaryFusion.apply(g, positionIds, positions);
             if (o.fused() > 0) applied.add("rotary fused (" + o.fused() + " RotaryEmbedding)");
@@ -135,6 +139,11 @@ public final class GraphRewriter {
             HalfKv.Outcome o = HalfKv.apply(g);
             if (o.nodes() > 0) applied.add(HALF_KV + " (" + o.nodes() + " GroupQueryAttention in float16)");
             else skipped.add(HALF_KV + ": " + o.reason());
+        }
+        if (!options.loraModules().isEmpty()) { // after quantization: the LoRA MatMuls stay float
+            int n = LoraInputs.apply(g, lora);
+            if (n > 0) applied.add(LORA_INPUTS + " (" + n + " projections)");
+            else skipped.add(LORA_INPUTS + ": no projection of " + options.loraModules() + " found by name");
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;

@@ -11,9 +11,21 @@ package dev.ortserve.engine.rewrite;
  * @param fuseAttention      explicit attention becomes GroupQueryAttention (served right-padded, KV written in place)
  * @param kvCacheDtype       {@link KvCacheDtype#FLOAT16} (required) or {@link KvCacheDtype#AUTO} (where it applies): GroupQueryAttention
  *                           runs in float16 with float16 KV ({@link HalfKv}); {@link KvCacheDtype#MODEL}: the model's own
+ * @param loraModules        projections (PEFT's target_modules: q_proj ... down_proj) that get LoRA inputs ({@link LoraInputs});
+ *                           empty for none
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
-                             boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype) {
+                             boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules) {
+
+    public RewriteOptions {
+        loraModules = loraModules == null ? java.util.Set.of() : java.util.Set.copyOf(new java.util.TreeSet<>(loraModules));
+    }
+
+    /** No LoRA inputs. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
+                          boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, java.util.Set.of());
+    }
 
     public static final RewriteOptions NONE = new RewriteOptions(false, WeightPrecision.MODEL, false, false, false);
 
@@ -54,16 +66,21 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
     /** The same with explicit attention fused into GroupQueryAttention (or not). */
     /** These options with the weights served at {@code newPrecision}. */
     public RewriteOptions withPrecision(WeightPrecision newPrecision) {
-        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype);
+        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules);
     }
 
     public RewriteOptions withFuseAttention(boolean fuse) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype, loraModules);
     }
 
     /** These options with the KV cache in {@code dtype}. */
     public RewriteOptions withKvCacheDtype(KvCacheDtype dtype) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype, loraModules);
+    }
+
+    /** These options with LoRA inputs on {@code modules} (none when empty). */
+    public RewriteOptions withLoraModules(java.util.Set<String> modules) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules);
     }
 
     /**
@@ -73,7 +90,7 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
      */
     public RewriteOptions headOnly() {
         return new RewriteOptions(lastPositionLogits, precision, false, false, false, false,
-                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype);
+                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype, loraModules);
     }
 
     /** Float16 KV asked for where the graph's GroupQueryAttention takes it ({@link KvCacheDtype#FLOAT16} or {@link KvCacheDtype#AUTO}). */
@@ -92,12 +109,13 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
     }
 
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv();
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty();
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
-                + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "") + (halfKv() ? "-kvf16" : "");
+                + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "") + (halfKv() ? "-kvf16" : "")
+                + (loraModules.isEmpty() ? "" : "-lora." + String.join(".", new java.util.TreeSet<>(loraModules)).replace("_proj", ""));
     }
 }

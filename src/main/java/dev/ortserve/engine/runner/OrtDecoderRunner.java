@@ -38,9 +38,9 @@ public final class OrtDecoderRunner implements DecoderRunner {
 
         /**
          * Runs {@code in} for {@code outputs}; {@code pinned} outputs are written into the given tensors
-         * (in-place KV: only a session takes them).
+         * (in-place KV: only a session takes them); {@code options} name the run's LoRA adapter (null: none).
          */
-        Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned) throws OrtException;
+        Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned, OrtSession.RunOptions options) throws OrtException;
     }
 
     /** A run's outputs, valid until closed. */
@@ -60,8 +60,10 @@ public final class OrtDecoderRunner implements DecoderRunner {
             }
 
             @Override
-            public Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned) throws OrtException {
-                OrtSession.Result result = pinned.isEmpty() ? session.run(in, outputs) : session.run(in, outputs, pinned);
+            public Outputs run(Map<String, OnnxTensor> in, Set<String> outputs, Map<String, OnnxTensor> pinned, OrtSession.RunOptions options)
+                    throws OrtException {
+                OrtSession.Result result = options != null ? session.run(in, outputs, pinned, options)
+                        : pinned.isEmpty() ? session.run(in, outputs) : session.run(in, outputs, pinned);
                 return new Outputs() {
                     @Override
                     public OnnxTensor get(String name) {
@@ -140,7 +142,8 @@ public final class OrtDecoderRunner implements DecoderRunner {
                     in.put(spec.pastValue(l), pass.pastValues()[l]);
                 }
             }
-            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs, Map.of()), pass, Map.of());
+            OrtSession.RunOptions options = pass.adapter() == null ? null : pass.adapter().runOptions();
+            if (!pass.inPlace()) return new OrtForward(session.run(in, outputs, Map.of(), options), pass, Map.of());
             // present = the past's own tensors: GroupQueryAttention sees one buffer (past_present_share_buffer) and
             // writes the new columns into it; the result does not own them
             Map<String, OnnxTensor> pinned = new HashMap<>();
@@ -148,7 +151,7 @@ public final class OrtDecoderRunner implements DecoderRunner {
                 pinned.put(spec.presentKey(l), pass.pastKeys()[l]);
                 pinned.put(spec.presentValue(l), pass.pastValues()[l]);
             }
-            return new OrtForward(session.run(in, logitsOnly, pinned), pass, pinned);
+            return new OrtForward(session.run(in, logitsOnly, pinned, options), pass, pinned);
         } finally {
             for (OnnxTensor t : created) t.close();
             inputs.forEach(NativeBuffers::free);

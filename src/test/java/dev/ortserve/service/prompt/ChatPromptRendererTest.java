@@ -78,7 +78,7 @@ class ChatPromptRendererTest {
             java.util.Map<String, String> special = new com.fasterxml.jackson.databind.ObjectMapper().convertValue(r.get("special_tokens"),
                     new com.fasterxml.jackson.core.type.TypeReference<java.util.Map<String, String>>() { });
             LoadedModel family = new LoadedModel(model.directory(), model.modelFile(), model.spec(), model.tokenizer(), model.environment(),
-                    model.session(), model.executionProvider(), template, special, model.rewrites());
+                    model.session(), model.executionProvider(), template, special, model.rewrites(), model.servedFile());
             ChatPromptRenderer renderer = new ChatPromptRenderer(family, template, Clock.systemUTC());
             if (r.has("expected") || "raised".equals(r.path("error_kind").asText())) {
                 assertDoesNotThrow(renderer::probe, r.get("template").asText());
