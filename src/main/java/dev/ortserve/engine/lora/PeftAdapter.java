@@ -80,7 +80,7 @@ public final class PeftAdapter {
     /** The graph's LoRA inputs for the adapter; {@code targets} maps each LoRA input prefix of the graph to its shape. */
     public static List<AdapterFile.Parameter> convert(Path dir, Map<String, Target> targets) throws IOException {
         JsonNode cfg = config(dir);
-        String where = "the adapter " + dir;
+        String where = "it"; // the loader names the adapter and its path before this
         if (!"LORA".equalsIgnoreCase(cfg.path("peft_type").asText("LORA"))) {
             throw new MismatchException(where + " is a " + cfg.path("peft_type").asText() + " adapter; only LoRA adapters are served");
         }
@@ -113,9 +113,9 @@ public final class PeftAdapter {
             for (var module : layer.getValue().entrySet()) {
                 Safetensors.Tensor a = module.getValue()[0], b = module.getValue()[1];
                 String name = "layer " + layer.getKey() + " " + module.getKey();
-                if (a == null || b == null) throw new MismatchException(where + ": " + name + " has lora_" + (a == null ? "B" : "A") + " without its pair");
+                if (a == null || b == null) throw new MismatchException(name + " has lora_" + (a == null ? "B" : "A") + " without its pair");
                 if (a.shape().length != 2 || b.shape().length != 2 || a.shape()[0] != b.shape()[1]) {
-                    throw new MismatchException(where + ": " + name + " has lora_A " + java.util.Arrays.toString(a.shape()) + " and lora_B "
+                    throw new MismatchException(name + " has lora_A " + java.util.Arrays.toString(a.shape()) + " and lora_B "
                             + java.util.Arrays.toString(b.shape()) + " (expected [r, in] and [out, r])");
                 }
                 int r = (int) a.shape()[0];
@@ -188,7 +188,7 @@ public final class PeftAdapter {
                 width = rest / missing;
             }
             if (width <= 0) {
-                throw new MismatchException(where + ": layer " + layer + "'s " + packed + " packs " + names + "; the adapter's parts do not say how"
+                throw new MismatchException("layer " + layer + "'s " + packed + " packs " + names + "; the adapter's parts do not say how"
                         + " its " + t.out() + " columns divide");
             }
             out.add(new Part("layer " + layer + " " + n, 0, (int) t.in(), (int) width, new float[0], new float[0], 0));
@@ -201,17 +201,17 @@ public final class PeftAdapter {
         int rank = 0, out = 0;
         for (Part p : parts) {
             if (p.in() != t.in()) {
-                throw new MismatchException(where + ": " + p.name() + " takes " + p.in() + " features; the base model's projection takes " + t.in());
+                throw new MismatchException(p.name() + " takes " + p.in() + " features; the base model's projection takes " + t.in());
             }
             rank += p.rank();
             out += p.out();
         }
         if (out != t.out()) {
-            throw new MismatchException(where + ": " + (parts.size() == 1 ? parts.get(0).name() : prefix) + " gives " + out
+            throw new MismatchException((parts.size() == 1 ? parts.get(0).name() : prefix) + " gives " + out
                     + " features; the base model's projection gives " + t.out());
         }
         if (t.dataType() != AdapterFile.FLOAT) {
-            throw new MismatchException(where + ": the base model computes " + prefix + " in float16; LoRA adapters are served on float32"
+            throw new MismatchException("the base model computes " + prefix + " in float16; LoRA adapters are served on float32"
                     + " activations (fp32 models, and int8/int4 ones quantized from them)");
         }
         int in = (int) t.in();
