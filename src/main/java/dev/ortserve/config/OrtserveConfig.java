@@ -34,6 +34,14 @@ public interface OrtserveConfig {
     /** Model id reported by /v1/models and required in requests; default: the model directory's name. */
     Optional<String> modelName();
 
+    /**
+     * LoRA adapters of the model ORTSERVE_MODEL_PATH names (or of the demo model), as vLLM's --lora-modules:
+     * {@code name=path} pairs, comma-separated; each path a PEFT adapter directory or an .onnx_adapter file. A request
+     * names an adapter in its {@code model} field. With ORTSERVE_MODELS_FILE, list them under each model's
+     * {@code adapters} instead.
+     */
+    Optional<java.util.List<String>> loraModules();
+
     /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
     Optional<Path> chatTemplate();
 

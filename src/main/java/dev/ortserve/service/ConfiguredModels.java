@@ -30,6 +30,25 @@ public class ConfiguredModels {
 
     /** The generative models, in the file's order. */
     public List<ModelEntry> generation() {
+        List<ModelEntry> entries = entries();
+        // ORTSERVE_LORA_MODULES: the one model's adapters (ORTSERVE_MODEL_PATH's, or the demo model's)
+        List<ModelEntry.Adapter> lora = config.loraModules().map(ModelsFile::loraModules).orElse(List.of());
+        if (lora.isEmpty()) return entries;
+        if (config.modelsFile().isPresent()) {
+            throw new ModelLoadException("ORTSERVE_LORA_MODULES and ORTSERVE_MODELS_FILE are both set: list the adapters under their model's"
+                    + " 'adapters' in the models file instead");
+        }
+        for (ModelEntry.Adapter a : lora) {
+            if (entries.stream().anyMatch(e -> e.names().contains(a.id()))) {
+                throw new ModelLoadException("ORTSERVE_LORA_MODULES: the adapter name '" + a.id() + "' is already a model's name");
+            }
+        }
+        List<ModelEntry> out = new java.util.ArrayList<>(entries);
+        out.set(0, entries.get(0).withAdapters(lora));
+        return out;
+    }
+
+    private List<ModelEntry> entries() {
         if (config.modelsFile().isPresent()) {
             if (config.modelPath().isPresent()) {
                 throw new ModelLoadException("ORTSERVE_MODELS_FILE and ORTSERVE_MODEL_PATH are both set: list the model in the models file instead");

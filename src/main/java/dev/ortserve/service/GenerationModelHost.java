@@ -81,6 +81,8 @@ public class GenerationModelHost {
 
     private final List<ModelSlot> slots = new ArrayList<>();
     private final Map<String, ModelSlot> byName = new LinkedHashMap<>();
+    /** The names that are LoRA adapters (their slot is their base model's). */
+    private final java.util.Set<String> adapterNames = new java.util.HashSet<>();
     /** The first pinned model (else the first): what /tokenize without a model and the startup summary use. */
     private ModelSlot first;
     private ServedModelAssembler assembler;
@@ -104,6 +106,10 @@ public class GenerationModelHost {
             ModelSlot slot = new ModelSlot(entry, keepAlive);
             slots.add(slot);
             for (String name : entry.names()) byName.put(name, slot);
+            for (ModelEntry.Adapter a : entry.adapters()) {
+                byName.put(a.id(), slot);
+                adapterNames.add(a.id());
+            }
         }
         first = slots.stream().filter(s -> s.entry.pinned()).findFirst().orElse(slots.get(0));
         modelThread = Executors.newSingleThreadScheduledExecutor(r -> {
@@ -124,6 +130,14 @@ public class GenerationModelHost {
      * A null name is the first pinned model (/tokenize without a model).
      */
     public Uni<ServedModel> served(String requested) {
+        if (requested != null && adapterNames.contains(requested)) {
+            // an adapter: its base model, loaded, as the adapter's view (the same engine; its sequences run with the adapter)
+            return base(requested).map(s -> s.withAdapter(requested));
+        }
+        return base(requested);
+    }
+
+    private Uni<ServedModel> base(String requested) {
         ModelSlot slot = slot(requested);
         slot.touch();
         ServedModel s = slot.served;
@@ -405,6 +419,7 @@ public class GenerationModelHost {
         if (s == null) return;
         metrics.forget(slot.id());
         s.engine().close();
+        s.closeAdapters();
         s.model().close();
     }
 
@@ -421,6 +436,10 @@ public class GenerationModelHost {
      */
     public Uni<String> unload(String requested) {
         ModelSlot slot = slot(requested);
+        if (adapterNames.contains(requested)) {
+            throw new dev.ortserve.service.error.InvalidRequestException("model", "'" + requested + "' is a LoRA adapter of the model '" + slot.id()
+                    + "': it is loaded and unloaded with its model.");
+        }
         return Uni.createFrom().completionStage(() -> CompletableFuture.supplyAsync(() -> {
             if (slot.entry.pinned()) {
                 throw new ConflictException("The model '" + slot.id() + "' is pinned: it is never unloaded.", "model", "model_pinned");
@@ -455,6 +474,7 @@ public class GenerationModelHost {
             ServedModel s = slot.served;
             if (s == null) continue;
             s.engine().close();
+            if (!jvmExiting()) s.closeAdapters();
             // When the JVM itself is exiting, ONNX Runtime's own shutdown hook releases the native
             // environment concurrently: releasing the session as well could race it. The process is
             // ending; its memory goes with it. (Tests restart the application in one JVM: close there.)
@@ -520,6 +540,12 @@ public class GenerationModelHost {
                     s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
                     slot.entry.aliases(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null,
                     slot.entry.pinned()));
+            for (ModelEntry.Adapter a : slot.entry.adapters()) {
+                infos.add(new ServedModelInfo(a.id(), ServedModelInfo.Kind.GENERATION, s != null ? s.model().spec().maxModelLen() : 0, a.path().toString(),
+                        s != null ? s.createdAt() : 0, s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
+                        List.of(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null, slot.entry.pinned(),
+                        slot.id()));
+            }
         }
         return infos;
     }

@@ -12,10 +12,29 @@ import java.util.List;
  * @param keepAlive       how long it stays loaded after its last request; null = ORTSERVE_KEEP_ALIVE (pinned: forever)
  * @param draftModelPath  a draft model for speculative decoding, or null
  * @param kind            generation (the default) or embedding
+ * @param adapters        its LoRA adapters, each served under its own name (a request's {@code model})
  */
 public record ModelEntry(String id, List<String> aliases, String path, String revision, String file, boolean pinned, KeepAlive keepAlive,
                          String weightPrecision, Integer maxModelLen, Long kvCacheBytes, Path chatTemplate, String toolCallParser,
-                         String reasoningParser, String draftModelPath, Kind kind) {
+                         String reasoningParser, String draftModelPath, Kind kind, List<Adapter> adapters) {
+
+    /** A LoRA adapter of the model: its name and where it is (a PEFT adapter directory or an .onnx_adapter file). */
+    public record Adapter(String id, Path path) {
+    }
+
+    /** Without adapters. */
+    public ModelEntry(String id, List<String> aliases, String path, String revision, String file, boolean pinned, KeepAlive keepAlive,
+                      String weightPrecision, Integer maxModelLen, Long kvCacheBytes, Path chatTemplate, String toolCallParser,
+                      String reasoningParser, String draftModelPath, Kind kind) {
+        this(id, aliases, path, revision, file, pinned, keepAlive, weightPrecision, maxModelLen, kvCacheBytes, chatTemplate, toolCallParser,
+                reasoningParser, draftModelPath, kind, List.of());
+    }
+
+    /** This entry with {@code list} as its adapters. */
+    public ModelEntry withAdapters(List<Adapter> list) {
+        return new ModelEntry(id, aliases, path, revision, file, pinned, keepAlive, weightPrecision, maxModelLen, kvCacheBytes, chatTemplate,
+                toolCallParser, reasoningParser, draftModelPath, kind, list);
+    }
 
     public static final String GENERATED = "generated:";
     /** The embedding model bundled with the server (all-MiniLM-L6-v2), as an embedding entry's path. */
@@ -26,6 +45,7 @@ public record ModelEntry(String id, List<String> aliases, String path, String re
 
     public ModelEntry {
         aliases = aliases == null ? List.of() : List.copyOf(aliases);
+        adapters = adapters == null ? List.of() : List.copyOf(adapters);
         if (kind == null) kind = Kind.GENERATION;
     }
 

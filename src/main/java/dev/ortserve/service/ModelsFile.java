@@ -24,7 +24,7 @@ import java.util.Set;
 public final class ModelsFile {
 
     private static final Set<String> KEYS = Set.of("id", "aliases", "path", "revision", "file", "pinned", "keep_alive", "weight_precision",
-            "max_model_len", "kv_cache_bytes", "chat_template", "tool_call_parser", "reasoning_parser", "draft_model_path", "kind");
+            "max_model_len", "kv_cache_bytes", "chat_template", "tool_call_parser", "reasoning_parser", "draft_model_path", "kind", "adapters");
     /** What an embedding entry may say: the rest is about generation and the load/unload cycle (embedding models load at start and stay). */
     private static final Set<String> EMBEDDING_KEYS = Set.of("id", "aliases", "path", "revision", "file", "kind");
 
@@ -124,13 +124,54 @@ public final class ModelsFile {
                     template == null ? null : Path.of(template), text(node, "tool_call_parser", at), text(node, "reasoning_parser", at),
                     text(node, "draft_model_path", at), kind);
             if (kind == ModelEntry.Kind.EMBEDDING) entry = ModelEntry.embedding(id, aliases, path, entry.revision(), entry.file());
+            else entry = entry.withAdapters(adapters(node.get("adapters"), at));
             for (String name : entry.names()) {
                 if (!names.add(name)) throw new ModelLoadException(at + ": the name '" + name + "' is already given to another model");
+            }
+            for (ModelEntry.Adapter adapter : entry.adapters()) {
+                if (!names.add(adapter.id())) throw new ModelLoadException(at + ": the adapter name '" + adapter.id() + "' is already given to another model or adapter");
             }
             entries.add(entry);
         }
         if (entries.isEmpty()) throw new ModelLoadException(where + ": 'models' lists no model");
         return entries;
+    }
+
+    /** {@code adapters:} a list of {id, path} (a PEFT adapter directory or an .onnx_adapter file; relative paths as the process sees them). */
+    private static List<ModelEntry.Adapter> adapters(JsonNode list, String at) {
+        if (list == null || list.isNull()) return List.of();
+        if (!list.isArray()) throw new ModelLoadException(at + ": 'adapters' must be a list of {id, path}");
+        List<ModelEntry.Adapter> out = new ArrayList<>();
+        int i = 0;
+        for (JsonNode a : list) {
+            String where = at + ".adapters[" + i++ + "]";
+            if (!a.isObject()) throw new ModelLoadException(where + ": expected an object with 'id' and 'path'");
+            for (Iterator<String> keys = a.fieldNames(); keys.hasNext(); ) {
+                String key = keys.next();
+                if (!key.equals("id") && !key.equals("path")) throw new ModelLoadException(where + ": unknown key '" + key + "' (known: id, path)");
+            }
+            String id = text(a, "id", where), path = text(a, "path", where);
+            if (id == null || id.isBlank()) throw new ModelLoadException(where + ": 'id' is required");
+            if (path == null || path.isBlank()) throw new ModelLoadException(where + " ('" + id + "'): 'path' is required");
+            out.add(new ModelEntry.Adapter(id, Path.of(path)));
+        }
+        return out;
+    }
+
+    /** ORTSERVE_LORA_MODULES' name=path pairs (vLLM's --lora-modules). */
+    static List<ModelEntry.Adapter> loraModules(List<String> pairs) {
+        List<ModelEntry.Adapter> out = new ArrayList<>();
+        Set<String> seen = new HashSet<>();
+        for (String pair : pairs) {
+            int eq = pair.indexOf('=');
+            if (eq <= 0 || eq == pair.length() - 1) {
+                throw new ModelLoadException("ORTSERVE_LORA_MODULES: '" + pair + "' is not name=path (a PEFT adapter directory or an .onnx_adapter file)");
+            }
+            String id = pair.substring(0, eq).trim();
+            if (!seen.add(id)) throw new ModelLoadException("ORTSERVE_LORA_MODULES: the name '" + id + "' is given twice");
+            out.add(new ModelEntry.Adapter(id, Path.of(pair.substring(eq + 1).trim())));
+        }
+        return out;
     }
 
     private static String text(JsonNode node, String key, String at) {

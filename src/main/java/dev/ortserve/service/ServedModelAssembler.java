@@ -6,6 +6,8 @@ import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.engine.LoraAdapter;
+import dev.ortserve.engine.load.LoraAdapters;
 import dev.ortserve.engine.load.ModelLoader;
 import dev.ortserve.engine.memory.MemoryBudget;
 import dev.ortserve.engine.memory.ProcessMemory;
@@ -73,9 +75,12 @@ final class ServedModelAssembler {
         Optional<String> file = Optional.ofNullable(entry.file());
         LoadedModel model = ModelLoader.load(dir, configured, file);
         LoadedModel draft = null;
+        java.util.Map<String, LoraAdapter> adapters = new java.util.LinkedHashMap<>();
         try {
             // loaded before the budget is split: its weights are part of the resident set measured at ready
             draft = draftDir == null ? null : loadDraft(draftDir, dir, configured, model, file);
+            // so are the adapters' tensors
+            for (ModelEntry.Adapter a : entry.adapters()) adapters.put(a.id(), LoraAdapters.load(model, a.id(), a.path(), config.modelCacheDir()));
             MemoryBudget budget = memoryBudget(entry.id(), model, configured, otherKv, otherWorking);
             EngineOptions options = configured.withKvCacheBytes(budget.kv());
             String template = chatTemplate(model, entry);
@@ -89,11 +94,18 @@ final class ServedModelAssembler {
             LOG.infof("Model '%s' parsers: %s", entry.id(), parsers.describe());
             ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options, runnerDecorator, draft);
             draft = null; // the engine's now
+            if (!adapters.isEmpty() && !engine.runsAdapters()) {
+                engine.close();
+                throw new ModelLoadException("Model '" + entry.id() + "': LoRA adapters need its KV written in place (a GroupQueryAttention graph:"
+                        + " ORTSERVE_ENGINE_FUSE_ATTENTION and ORTSERVE_ENGINE_KV_IN_PLACE on), which this model's graph does not allow");
+            }
             instrument.accept(engine);
+            if (!adapters.isEmpty()) LOG.infof("Model '%s' adapters: %s", entry.id(), String.join(", ", adapters.keySet()));
             return new ServedModel(entry.id(), source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget,
-                    new StructuredOutputs(model));
+                    new StructuredOutputs(model), java.util.Map.copyOf(adapters), null, null);
         } catch (RuntimeException e) {
             if (draft != null) draft.close();
+            adapters.values().forEach(LoraAdapter::close);
             model.close();
             throw e;
         }
@@ -170,7 +182,9 @@ final class ServedModelAssembler {
                 entry.maxModelLen() != null ? java.util.OptionalInt.of(entry.maxModelLen()) : config.engine().maxModelLen(), config.engine().batchWindow(),
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
-                        config.engine().packProjections(), config.engine().fuseAttention(), kvDtype), config.modelCacheDir().resolve("rewritten"),
+                        config.engine().packProjections(), config.engine().fuseAttention(), kvDtype)
+                        .withLoraModules(LoraAdapters.targetModules(entry.adapters().stream().map(ModelEntry.Adapter::path).toList())),
+                config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
                 entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 config.engine().queueTimeout(), speculative());

@@ -117,4 +117,51 @@ class ModelsFileTest {
         assertThrows(IllegalArgumentException.class, () -> KeepAlive.parse("5 minutes"));
         assertThrows(IllegalArgumentException.class, () -> KeepAlive.parse("m5"));
     }
+
+    @Test
+    void adaptersAreListedUnderTheirModelWithNamesOfTheirOwn() throws IOException {
+        List<ModelEntry> entries = read("""
+                models:
+                  - id: qwen3
+                    path: /models/qwen3
+                    adapters:
+                      - id: qwen3-sql
+                        path: /adapters/sql
+                      - id: qwen3-tone
+                        path: /adapters/tone.onnx_adapter
+                """);
+        assertEquals(List.of(new ModelEntry.Adapter("qwen3-sql", Path.of("/adapters/sql")), new ModelEntry.Adapter("qwen3-tone",
+                Path.of("/adapters/tone.onnx_adapter"))), entries.get(0).adapters());
+        assertTrue(refusal("""
+                models:
+                  - id: qwen3
+                    path: /m
+                    adapters:
+                      - {id: qwen3, path: /a}
+                """).contains("adapter name 'qwen3' is already given"));
+        assertTrue(refusal("""
+                models:
+                  - id: qwen3
+                    path: /m
+                    adapters:
+                      - {id: sql, path: /a, scale: 2}
+                """).contains("models[0].adapters[0]: unknown key 'scale' (known: id, path)"));
+        assertTrue(refusal("""
+                models:
+                  - id: qwen3
+                    path: /m
+                    adapters: /a
+                """).contains("'adapters' must be a list of {id, path}"));
+        assertTrue(refusal("""
+                models:
+                  - id: e
+                    kind: embedding
+                    path: /m
+                    adapters: []
+                """).contains("'adapters' is not for an embedding model"));
+        assertEquals(List.of(new ModelEntry.Adapter("sql", Path.of("/a/sql")), new ModelEntry.Adapter("tone", Path.of("t.onnx_adapter"))),
+                ModelsFile.loraModules(List.of("sql=/a/sql", " tone = t.onnx_adapter")));
+        assertTrue(assertThrows(ModelLoadException.class, () -> ModelsFile.loraModules(List.of("sql"))).getMessage().contains("'sql' is not name=path"));
+        assertTrue(assertThrows(ModelLoadException.class, () -> ModelsFile.loraModules(List.of("a=/x", "a=/y"))).getMessage().contains("given twice"));
+    }
 }

@@ -34,7 +34,7 @@ public class ModelsResource implements ModelsApi {
 
     private static Model toDto(ServedModelInfo info) {
         return new Model().id(info.id())._object(Model.ObjectEnum.MODEL).created(info.createdEpochSeconds())
-                .ownedBy("ortserve").maxModelLen(info.maxModelLen() > 0 ? info.maxModelLen() : null).root(info.root())
+                .ownedBy("ortserve").maxModelLen(info.maxModelLen() > 0 ? info.maxModelLen() : null).root(info.root()).parent(info.parent())
                 .parsers(info.toolCallParser() == null ? null
                         : new dev.ortserve.api.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()))
                 .aliases(info.aliases()).pinned(info.pinned()).status(status(info));

@@ -41,7 +41,8 @@ public class CompletionService {
                     // n > 1 with a seed: each choice its own reproducible generator
                     sampling = sampling.withSeed(sampling.seed() + index);
                 }
-                requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling, call.prediction()));
+                requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling, call.prediction(),
+                        served.adapter()));
             }
         }
         List<Multi<TokenEvent>> streams;
