@@ -48,8 +48,8 @@ final class LoraInputs {
             "layers\\.(\\d+)/(?:self_attn|attn|attention|mlp)/(q_proj|k_proj|v_proj|o_proj|qkv_proj|gate_proj|up_proj|down_proj|gate_up_proj)/MatMul(?:_Q\\d)?$");
     /** The reference decoder's export (/layers.0/q/MatMul ... /layers.0/dn/MatMul). */
     private static final Pattern REFERENCE = Pattern.compile("^/layers\\.(\\d+)/(q|k|v|o|g|u|dn)/MatMul$");
-    /** ortserve's generated models (l0.q.proj ... l0.down.proj). */
-    private static final Pattern GENERATED = Pattern.compile("^l(\\d+)\\.(q|k|v|o|gate|up|down)\\.proj$");
+    /** ortserve's generated models (l0.q.proj#23 ... l0.down.proj#61: the output, then the node's number). */
+    private static final Pattern GENERATED = Pattern.compile("^l(\\d+)\\.(q|k|v|o|gate|up|down)\\.proj(?:#\\d+)?$");
     private static final Map<String, String> SHORT = Map.of("q", "q_proj", "k", "k_proj", "v", "v_proj", "o", "o_proj", "g", "gate_proj",
             "gate", "gate_proj", "u", "up_proj", "up", "up_proj", "dn", "down_proj", "down", "down_proj");
 
