@@ -42,6 +42,14 @@ public interface OrtserveConfig {
      */
     Optional<java.util.List<String>> loraModules();
 
+    /**
+     * vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING: POST /v1/load_lora_adapter and /v1/unload_lora_adapter (behind
+     * ORTSERVE_ADMIN_KEY) load and unload adapters while serving. Every model then gets LoRA inputs on all seven
+     * projections at load (the inactive side paths cost decode time: docs/benchmarks.md). Off: those endpoints are 404.
+     */
+    @WithDefault("false")
+    boolean allowRuntimeLoraUpdating();
+
     /** A Jinja chat template file overriding the model's own (tokenizer_config.json / chat_template.jinja). */
     Optional<Path> chatTemplate();
 

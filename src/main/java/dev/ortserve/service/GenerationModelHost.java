@@ -12,6 +12,7 @@ import dev.ortserve.modelgen.ModelGenerator;
 import dev.ortserve.modelgen.ModelSize;
 import dev.ortserve.service.error.ConflictException;
 import dev.ortserve.service.error.ModelNotFoundException;
+import dev.ortserve.service.error.NotFoundException;
 import dev.ortserve.service.error.UnavailableException;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -80,9 +81,9 @@ public class GenerationModelHost {
     ConfiguredModels configured;
 
     private final List<ModelSlot> slots = new ArrayList<>();
-    private final Map<String, ModelSlot> byName = new LinkedHashMap<>();
-    /** The names that are LoRA adapters (their slot is their base model's). */
-    private final java.util.Set<String> adapterNames = new java.util.HashSet<>();
+    private final Map<String, ModelSlot> byName = new java.util.concurrent.ConcurrentHashMap<>();
+    /** The names that are LoRA adapters (their slot is their base model's); runtime loads add to it. */
+    private final java.util.Set<String> adapterNames = java.util.concurrent.ConcurrentHashMap.newKeySet();
     /** The first pinned model (else the first): what /tokenize without a model and the startup summary use. */
     private ModelSlot first;
     private ServedModelAssembler assembler;
@@ -132,7 +133,10 @@ public class GenerationModelHost {
     public Uni<ServedModel> served(String requested) {
         if (requested != null && adapterNames.contains(requested)) {
             // an adapter: its base model, loaded, as the adapter's view (the same engine; its sequences run with the adapter)
-            return base(requested).map(s -> s.withAdapter(requested));
+            return base(requested).map(s -> {
+                if (!s.adapters().containsKey(requested)) throw new ModelNotFoundException(requested); // unloaded meanwhile
+                return s.withAdapter(requested);
+            });
         }
         return base(requested);
     }
@@ -267,6 +271,16 @@ public class GenerationModelHost {
                 metrics.speculativeDecoding(id, batching::draftTokens, batching::acceptedDraftTokens);
             });
             if (slot == first) metrics.memoryBudget(assembled.memory());
+            for (ModelEntry.Adapter a : slot.runtimeAdapters) { // loaded again with their model; one that no longer loads is dropped
+                try {
+                    assembled.adapters().put(a.id(), dev.ortserve.engine.load.LoraAdapters.load(assembled.model(), a.id(), a.path(), config.modelCacheDir()));
+                } catch (ModelLoadException e) {
+                    LOG.warnf("LoRA adapter '%s' (loaded at runtime) of '%s' no longer loads and is dropped: %s", a.id(), id, e.getMessage());
+                    slot.runtimeAdapters.remove(a);
+                    adapterNames.remove(a.id());
+                    byName.remove(a.id());
+                }
+            }
             GenerationEngine engine = assembled.engine();
             metrics.keep(id, Gauge.builder("ortserve_requests_running", engine, GenerationEngine::runningSequences)
                     .description("Sequences being prefilled or decoded").tag("model", id).register(registry));
@@ -455,6 +469,76 @@ public class GenerationModelHost {
         }, modelThread));
     }
 
+    /**
+     * POST /v1/load_lora_adapter (vLLM's): loads the adapter at {@code path} under {@code name} on {@code base} (the first
+     * pinned model when null), loading the model first if it is not; answers its model's id. 404 when runtime updating is
+     * off or the model is unknown; 409 for a name a model or adapter has; 400 for an adapter that does not fit (the
+     * loader's message: the path is the client's own).
+     */
+    public Uni<String> loadAdapter(String name, String path, String base) {
+        runtimeUpdating();
+        if (byName.containsKey(name)) {
+            throw new ConflictException("The name '" + name + "' is a model's or an adapter's already.", "lora_name", "name_taken");
+        }
+        ModelSlot slot = slot(base);
+        if (base != null && adapterNames.contains(base)) {
+            throw new dev.ortserve.service.error.InvalidRequestException("base_model", "'" + base + "' is a LoRA adapter; name the model it runs on.");
+        }
+        return base(slot.id()).flatMap(served -> Uni.createFrom().completionStage(() -> CompletableFuture.supplyAsync(() -> {
+            if (slot.served != served) {
+                throw new UnavailableException("The model '" + slot.id() + "' was unloaded as the adapter loaded; retry.", "model_not_ready", 1);
+            }
+            if (byName.containsKey(name)) {
+                throw new ConflictException("The name '" + name + "' is a model's or an adapter's already.", "lora_name", "name_taken");
+            }
+            dev.ortserve.engine.LoraAdapter adapter;
+            try {
+                adapter = dev.ortserve.engine.load.LoraAdapters.load(served.model(), name, Path.of(path), config.modelCacheDir());
+            } catch (ModelLoadException | java.nio.file.InvalidPathException e) {
+                throw new dev.ortserve.service.error.InvalidRequestException("lora_path", e.getMessage(), "invalid_lora_adapter");
+            }
+            served.adapters().put(name, adapter);
+            slot.runtimeAdapters.add(new ModelEntry.Adapter(name, Path.of(path)));
+            adapterNames.add(name);
+            byName.put(name, slot);
+            LOG.infof("Loaded LoRA adapter '%s' on '%s' (POST /v1/load_lora_adapter)", name, slot.id());
+            return slot.id();
+        }, modelThread)));
+    }
+
+    /**
+     * POST /v1/unload_lora_adapter (vLLM's): the name is gone at once (requests naming it get 404); requests already
+     * admitted with it finish with it, and its memory is freed when its model unloads. 404 when runtime updating is off
+     * or no adapter has the name; 409 for an adapter the configuration lists (it would come back with its model).
+     */
+    public Uni<String> unloadAdapter(String name) {
+        runtimeUpdating();
+        if (!adapterNames.contains(name)) throw new NotFoundException("No LoRA adapter is named '" + name + "'.", "lora_name", "model_not_found");
+        ModelSlot slot = byName.get(name);
+        if (slot.entry.adapters().stream().anyMatch(a -> a.id().equals(name))) {
+            throw new ConflictException("The adapter '" + name + "' is configured (models file or ORTSERVE_LORA_MODULES); only adapters loaded at"
+                    + " runtime unload.", "lora_name", "adapter_configured");
+        }
+        return Uni.createFrom().completionStage(() -> CompletableFuture.supplyAsync(() -> {
+            adapterNames.remove(name);
+            byName.remove(name);
+            slot.runtimeAdapters.removeIf(a -> a.id().equals(name));
+            ServedModel s = slot.served;
+            if (s != null) {
+                dev.ortserve.engine.LoraAdapter a = s.adapters().remove(name);
+                if (a != null) s.unloaded().add(a);
+            }
+            LOG.infof("Unloaded LoRA adapter '%s' of '%s' (POST /v1/unload_lora_adapter)", name, slot.id());
+            return slot.id();
+        }, modelThread));
+    }
+
+    private void runtimeUpdating() {
+        if (!config.allowRuntimeLoraUpdating()) {
+            throw new NotFoundException("Runtime LoRA adapter loading is off on this server (ORTSERVE_ALLOW_RUNTIME_LORA_UPDATING).", null, "not_found");
+        }
+    }
+
     /** A configured model's state now: loaded, loading, unloaded or failed, and its last load's error. */
     public ServedModelInfo info(String requested) {
         ModelSlot slot = slot(requested);
@@ -540,7 +624,7 @@ public class GenerationModelHost {
                     s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
                     slot.entry.aliases(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null,
                     slot.entry.pinned()));
-            for (ModelEntry.Adapter a : slot.entry.adapters()) {
+            for (ModelEntry.Adapter a : slot.adapters()) {
                 infos.add(new ServedModelInfo(a.id(), ServedModelInfo.Kind.GENERATION, s != null ? s.model().spec().maxModelLen() : 0, a.path().toString(),
                         s != null ? s.createdAt() : 0, s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
                         List.of(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null, slot.entry.pinned(),

@@ -27,6 +27,8 @@ final class ModelSlot {
     volatile long loadStartedNanos;
     /** Requests that resolved it and have not yet reached its engine or ended (GenerationModelHost#using). */
     final java.util.concurrent.atomic.AtomicInteger leases = new java.util.concurrent.atomic.AtomicInteger();
+    /** LoRA adapters loaded at runtime (POST /v1/load_lora_adapter): loaded again with the model after an unload. */
+    final java.util.List<ModelEntry.Adapter> runtimeAdapters = new java.util.concurrent.CopyOnWriteArrayList<>();
 
     ModelSlot(ModelEntry entry, KeepAlive keepAlive) {
         this.entry = entry;
@@ -40,6 +42,13 @@ final class ModelSlot {
 
     String id() {
         return entry.id();
+    }
+
+    /** Its adapters: the configured ones, then those loaded at runtime. */
+    java.util.List<ModelEntry.Adapter> adapters() {
+        java.util.List<ModelEntry.Adapter> all = new java.util.ArrayList<>(entry.adapters());
+        all.addAll(runtimeAdapters);
+        return all;
     }
 
     void touch() {

@@ -17,24 +17,27 @@ import dev.ortserve.service.structured.StructuredOutputs;
  * @param source its directory, or owner/name@commit for a Hub model
  * @param memory the process's memory as split at its start (the KV budget its engine got)
  * @param structured its grammars (JSON mode, schemas, forced calls) over its vocabulary
- * @param adapters   its LoRA adapters by name (closed with it)
+ * @param adapters   its LoRA adapters by name (closed with it; runtime loads and unloads change it, shared by its views)
+ * @param unloaded   adapters unloaded at runtime: requests admitted before may still run with them, so they close with it
  * @param adapter    the adapter a request named (this value is then that adapter's view: its id the adapter's), or null
  * @param parent     the base model's id when this is an adapter's view, else null
  */
 public record ServedModel(String id, String source, LoadedModel model, GenerationEngine engine, ChatPromptRenderer chatPrompts,
                           ParserSelection parsers, long createdAt, MemoryBudget memory, StructuredOutputs structured,
-                          java.util.Map<String, dev.ortserve.engine.LoraAdapter> adapters, dev.ortserve.engine.LoraAdapter adapter, String parent) {
+                          java.util.Map<String, dev.ortserve.engine.LoraAdapter> adapters, java.util.List<dev.ortserve.engine.LoraAdapter> unloaded,
+                          dev.ortserve.engine.LoraAdapter adapter, String parent) {
 
     /** The model as a request naming its adapter {@code name} sees it: the same model and engine, its sequences run with the adapter. */
     public ServedModel withAdapter(String name) {
         dev.ortserve.engine.LoraAdapter a = adapters.get(name);
         if (a == null) throw new IllegalArgumentException("no adapter " + name + " on " + id);
-        return new ServedModel(name, source, model, engine, chatPrompts, parsers, createdAt, memory, structured, adapters, a, id);
+        return new ServedModel(name, source, model, engine, chatPrompts, parsers, createdAt, memory, structured, adapters, unloaded, a, id);
     }
 
     /** Closes its adapters (its engine first, then these, then the model). */
     public void closeAdapters() {
         adapters.values().forEach(dev.ortserve.engine.LoraAdapter::close);
+        unloaded.forEach(dev.ortserve.engine.LoraAdapter::close);
     }
 
     /** The tool-call parser (configured or detected), or null when tool calling is off. */

@@ -102,7 +102,8 @@ final class ServedModelAssembler {
             instrument.accept(engine);
             if (!adapters.isEmpty()) LOG.infof("Model '%s' adapters: %s", entry.id(), String.join(", ", adapters.keySet()));
             return new ServedModel(entry.id(), source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget,
-                    new StructuredOutputs(model), java.util.Map.copyOf(adapters), null, null);
+                    new StructuredOutputs(model), new java.util.concurrent.ConcurrentHashMap<>(adapters), new java.util.concurrent.CopyOnWriteArrayList<>(),
+                    null, null);
         } catch (RuntimeException e) {
             if (draft != null) draft.close();
             adapters.values().forEach(LoraAdapter::close);
@@ -183,11 +184,18 @@ final class ServedModelAssembler {
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype)
-                        .withLoraModules(LoraAdapters.targetModules(entry.adapters().stream().map(ModelEntry.Adapter::path).toList())),
+                        .withLoraModules(loraModules(entry)),
                 config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
                 entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 config.engine().queueTimeout(), speculative());
+    }
+
+    /** The projections that get LoRA inputs: those the model's adapters target, every one when adapters may load at runtime. */
+    private java.util.Set<String> loraModules(ModelEntry entry) {
+        java.util.Set<String> modules = new java.util.TreeSet<>(LoraAdapters.targetModules(entry.adapters().stream().map(ModelEntry.Adapter::path).toList()));
+        if (config.allowRuntimeLoraUpdating()) modules.addAll(java.util.List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"));
+        return modules;
     }
 
     /** ORTSERVE_SPECULATIVE_* as the engine takes them. */

@@ -118,6 +118,8 @@ class LoraServingTest {
                 .post("/v1/chat/completions").then().statusCode(200);
         json().body("{\"model\":\"gamma\",\"prompt\":\"x\",\"max_tokens\":2}").post("/v1/completions").then().statusCode(404)
                 .body("error.code", equalTo("model_not_found"));
+        // runtime loading is off (no admin key, ORTSERVE_ALLOW_RUNTIME_LORA_UPDATING unset)
+        json().body("{\"lora_name\":\"gamma\",\"lora_path\":\"x\"}").post("/v1/load_lora_adapter").then().statusCode(404);
     }
 
     public static class WithAdapters implements QuarkusTestProfile {

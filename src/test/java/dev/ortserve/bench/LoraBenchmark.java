@@ -57,7 +57,7 @@ class LoraBenchmark {
         WeightPrecision precision = WeightPrecision.parse(System.getProperty("bench.precision", "model"));
         Path model = ModelGenerator.ensureGroupQueryAttention(size, Path.of("target", "bench-models").toAbsolutePath());
         Path work = Path.of("target", "bench-lora").toAbsolutePath();
-        Path alpha = work.resolve("alpha-r" + RANK), beta = work.resolve("beta-r8");
+        Path alpha = work.resolve(size.id() + "-alpha-r" + RANK), beta = work.resolve(size.id() + "-beta-r8");
         writePeft(alpha, size, RANK, List.of("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), 1);
         writePeft(beta, size, 8, List.of("q_proj", "v_proj"), 2);
         Path rewrites = work.resolve("rewrites-" + precision.name().toLowerCase());

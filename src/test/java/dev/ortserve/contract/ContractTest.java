@@ -95,7 +95,7 @@ class ContractTest extends ApiTest {
                 assertTrue(api.isAnnotationPresent(Path.class));
             }
         }
-        assertEquals(17, operations, "the contract's operations");
+        assertEquals(19, operations, "the contract's operations");
         assertTrue(missing.isEmpty(), String.join("\n", missing));
     }
 }

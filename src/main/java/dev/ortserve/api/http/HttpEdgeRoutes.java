@@ -159,7 +159,7 @@ public class HttpEdgeRoutes {
 
     /** The model admin endpoints (llama.cpp router's names): behind ORTSERVE_ADMIN_KEY, not the API keys. */
     static boolean isAdminPath(String path) {
-        return path.equals("/models/load") || path.equals("/models/unload");
+        return path.equals("/models/load") || path.equals("/models/unload") || path.equals("/v1/load_lora_adapter") || path.equals("/v1/unload_lora_adapter");
     }
 
     /** Off (404) without an admin key; 401 unless the request presents it. Answers the request itself when it is refused. */

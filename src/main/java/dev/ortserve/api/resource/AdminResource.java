@@ -9,8 +9,9 @@ import jakarta.inject.Inject;
 import jakarta.ws.rs.core.Response;
 
 /**
- * POST /models/load and /models/unload (llama.cpp router's endpoints), behind ORTSERVE_ADMIN_KEY (checked at the HTTP
- * edge): {@link GenerationModelHost} loads or unloads; the answer is the model's id and state.
+ * POST /models/load and /models/unload (llama.cpp router's endpoints), and vLLM's /v1/load_lora_adapter and
+ * /v1/unload_lora_adapter, behind ORTSERVE_ADMIN_KEY (checked at the HTTP edge): {@link GenerationModelHost} loads or
+ * unloads; the answer is the model's id and state, or the adapter's name and its model.
  */
 public class AdminResource implements AdminApi {
 
@@ -27,6 +28,18 @@ public class AdminResource implements AdminApi {
     public Uni<Response> unloadModel(ModelAdminRequest req) {
         host.requireModel(req.getModel());
         return host.unload(req.getModel()).map(this::answer);
+    }
+
+    @Override
+    public Uni<Response> loadLoraAdapter(dev.ortserve.api.model.LoraAdapterLoadRequest req) {
+        return host.loadAdapter(req.getLoraName(), req.getLoraPath(), req.getBaseModel())
+                .map(parent -> Response.ok(new dev.ortserve.api.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
+    }
+
+    @Override
+    public Uni<Response> unloadLoraAdapter(dev.ortserve.api.model.LoraAdapterUnloadRequest req) {
+        return host.unloadAdapter(req.getLoraName())
+                .map(parent -> Response.ok(new dev.ortserve.api.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
     }
 
     private Response answer(String id) {
