@@ -125,4 +125,24 @@ class SpeculativeRealExportTest {
         }
         assertEquals(0, failed.get(), "passes onnxruntime refused");
     }
+
+    @Test
+    void theBuildersInt4FileDraftsForItsFp32FileAndChangesNothing() {
+        // a draft model that is a real exporter's file: the builder's own int4 export of the same checkpoint (MatMulNBits,
+        // GroupQueryAttention, the same tokenizer), drafting for its fp32 export; greedy output is the fp32 model's alone
+        // and batched, and drafts are accepted
+        Run expected = run(SpeculativeOptions.OFF, requests(false));
+        SpeculativeOptions drafting = new SpeculativeOptions(4, false, 2, 4, 4);
+        LoadedModel draft = ModelLoader.load(DIR.resolve("int4"), options); // the engine owns it from here and closes it
+        assertEquals(null, ContinuousBatchingEngine.checkDraft(model, draft));
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options.withSpeculative(drafting), r -> r, draft)) {
+            List<GenerationRequest> requests = requests(false);
+            List<List<Integer>> tokens = new ArrayList<>();
+            for (GenerationRequest r : requests) tokens.add(EngineTestSupport.collect(engine.generate(copy(r))).tokens());
+            EngineTestSupport.concurrently(engine, requests.stream().map(SpeculativeRealExportTest::copy).toList()).forEach(r -> tokens.add(r.tokens()));
+            assertEquals(expected.tokens(), tokens, "the int4 draft model");
+            assertTrue(engine.draftTokens() > 0 && engine.acceptedDraftTokens() > 0,
+                    "drafted " + engine.draftTokens() + ", accepted " + engine.acceptedDraftTokens());
+        }
+    }
 }

@@ -91,8 +91,13 @@ final class LoraInputs {
         }
         List<NodeProto> nodes = new ArrayList<>(g.graph.getNodeList());
         Map<Integer, List<NodeProto>> after = new LinkedHashMap<>();
+        // inputs the graph has already (the builder's own LoRA graphs) or two nodes named alike: never a second pair
+        java.util.Set<String> taken = new java.util.HashSet<>();
+        g.graph.getInputList().forEach(i -> taken.add(i.getName()));
+        g.graph.getInitializerList().forEach(i -> taken.add(i.getName()));
         int done = 0;
         for (Projection p : projections) {
+            if (!taken.add(p.prefix() + ".lora_A.MatMul.weight")) continue;
             Integer at = producers.get(p.output());
             if (at == null) continue;
             NodeProto producer = nodes.get(at);
