@@ -21,8 +21,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * LoRA adapters (issue 34) against transformers + PEFT: a Llama checkpoint exported three ways (Optimum's interface,
- * the onnxruntime-genai builder's fp32 with its packed QKV) and a Qwen3 with the real vocabulary, each with two PEFT
+ * LoRA adapters (issue 34) against transformers + PEFT: a Llama checkpoint exported two ways (Optimum's interface,
+ * the onnxruntime-genai builder's fp32 with its packed QKV), a Qwen3 and a Gemma 3 (sliding window) with their real
+ * vocabularies, each with two PEFT
  * adapters (alpha: r 8 on all seven projections; beta: rsLoRA r 4 on q/v/down) converted on load; and the Qwen3's
  * alpha as onnxruntime's own adapter file. Greedy ids equal PEFT's for every prompt, with each adapter alone, and all
  * prompts with the base model and both adapters in one batch (each adapter's rows in passes of their own).
@@ -46,9 +47,9 @@ class LoraAdapterTest {
     /** The base's model directory (a copy with the family's gzipped files unpacked where needed). */
     private Path modelDir(String base, String layout) throws Exception {
         if (base.equals("builder-llama")) return FIXTURES.resolve("builder-llama").resolve(layout);
-        Path dir = cache.resolve("qwen3");
+        Path dir = cache.resolve(base);
         Files.createDirectories(dir);
-        Path src = FIXTURES.resolve("families/qwen3");
+        Path src = FIXTURES.resolve("families").resolve(base);
         for (String f : List.of("config.json", "generation_config.json")) Files.copy(src.resolve(f), dir.resolve(f));
         for (String f : List.of("model.onnx", "tokenizer.json", "tokenizer_config.json")) {
             try (var in = new java.util.zip.GZIPInputStream(Files.newInputStream(src.resolve(f + ".gz")))) {
@@ -70,7 +71,7 @@ class LoraAdapterTest {
     }
 
     @ParameterizedTest(name = "{0} {1}")
-    @CsvSource({"builder-llama, optimum, false", "builder-llama, fp32, false", "qwen3, optimum, false", "qwen3, optimum, true"})
+    @CsvSource({"builder-llama, optimum, false", "builder-llama, fp32, false", "qwen3, optimum, false", "qwen3, optimum, true", "gemma3, optimum, false"})
     void greedyIdsEqualPeftsAloneAndInOneBatch(String base, String layout, boolean adapterFile) throws Exception {
         Path alphaSource = adapterFile ? FIXTURES.resolve("lora/qwen3/alpha.onnx_adapter") : FIXTURES.resolve("lora").resolve(base).resolve("alpha");
         Path betaSource = FIXTURES.resolve("lora").resolve(base).resolve("beta");
