@@ -336,35 +336,71 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             for (Sequence s : rows) if (s.drafter != null) s.drafter.close(); // not drafting now: the draft model's KV is let go
         }
         long started = System.nanoTime(), forward = 0;
-        float[] logits = null;
         // one pass per LoRA adapter (onnxruntime applies one adapter set per run): the repack keeps each adapter's rows
         // together, so each pass runs over its own contiguous part of the batch's buffers; one pass when all share one
         for (int from = 0; from < b; ) {
             int to = from + 1;
             while (to < b && rows.get(to).adapter == rows.get(from).adapter) to++;
-            List<ForwardPass.Row> in = new ArrayList<>(to - from);
-            for (int r = from; r < to; r++) in.add(ForwardPass.Row.decode(rows.get(r).lastToken, rows.get(r).length));
-            try (KvCache.RowView view = kv.rows(from, to - from, b)) {
-                ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, view.keys(), view.values()).withPresentInPast()
-                        .withAdapter(rows.get(from).adapter);
-                long forwardStart = System.nanoTime();
-                try (DecoderRunner.Forward out = runner.run(pass)) {
-                    forward += System.nanoTime() - forwardStart;
-                    steps.incrementAndGet();
-                    if (logits == null) logits = new float[out.vocabSize()];
-                    for (int r = from; r < to; r++) {
-                        Sequence s = rows.get(r);
-                        out.lastLogits(r - from, logits);
-                        s.length++;
-                        s.onLogits(logits);
-                    }
-                }
-            }
+            forward += decodeRows(from, to, b);
             from = to;
         }
         kv.advance();
         listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
         listener.decoded(b, forward, System.nanoTime() - started);
+    }
+
+    /**
+     * One in-place decode pass for rows {@code from} to {@code to - 1} (one adapter's) of the batch's {@code b}; returns its
+     * forward time. A pass that runs out of memory (the JVM's direct memory, or onnxruntime's allocator) is retried as two
+     * passes of half the rows each (each row writes only its own part of the buffers, so a retry rewrites the same
+     * positions), down to one row: only a row that fails alone fails, never the batch.
+     */
+    private long decodeRows(int from, int to, int b) throws OrtException {
+        List<ForwardPass.Row> in = new ArrayList<>(to - from);
+        for (int r = from; r < to; r++) in.add(ForwardPass.Row.decode(rows.get(r).lastToken, rows.get(r).length));
+        Throwable outOfMemory = null;
+        long forward = 0;
+        try (KvCache.RowView view = kv.rows(from, to - from, b)) {
+            ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, view.keys(), view.values()).withPresentInPast()
+                    .withAdapter(rows.get(from).adapter);
+            long forwardStart = System.nanoTime();
+            DecoderRunner.Forward out = null;
+            try {
+                out = runner.run(pass);
+            } catch (OutOfMemoryError | OrtException e) {
+                if (!outOfMemory(e)) throw e;
+                outOfMemory = e;
+            }
+            if (out != null) {
+                try (DecoderRunner.Forward result = out) {
+                    forward = System.nanoTime() - forwardStart;
+                    steps.incrementAndGet();
+                    float[] logits = new float[result.vocabSize()];
+                    for (int r = from; r < to; r++) {
+                        Sequence s = rows.get(r);
+                        result.lastLogits(r - from, logits);
+                        s.length++;
+                        s.onLogits(logits);
+                    }
+                }
+                return forward;
+            }
+        }
+        if (to - from == 1) {
+            LOG.warnf("A decode pass of one sequence ran out of memory (%s); failing that sequence, the batch goes on", outOfMemory.getMessage());
+            rows.get(from).fail(new EngineStepException("The server ran out of memory for this sequence: " + outOfMemory.getMessage(), outOfMemory));
+            return 0;
+        }
+        LOG.warnf("A decode pass of %d rows ran out of memory (%s); retrying as two passes of fewer rows", to - from, outOfMemory.getMessage());
+        int mid = (from + to) >>> 1;
+        return decodeRows(from, mid, b) + decodeRows(mid, to, b);
+    }
+
+    /** A failure to allocate: the JVM's direct memory, or onnxruntime's allocator (its arena's or the C++ runtime's). */
+    static boolean outOfMemory(Throwable e) {
+        if (e instanceof OutOfMemoryError) return true;
+        String m = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
+        return m.contains("failed to allocate") || m.contains("bad_alloc") || m.contains("out of memory");
     }
 
     /**
