@@ -39,17 +39,28 @@ public interface EventWire<T> {
     /** The stream has ended (completed or failed after it started). */
     void end();
 
+    /**
+     * Whether anything went out yet. A stream that fails before (nothing begun) fails {@link #pump}'s Uni with its
+     * failure, so the caller can answer it otherwise (an HTTP status); a wire that is begun from the start says true.
+     */
+    default boolean begun() {
+        return true;
+    }
+
     /** The client read nothing for the stall timeout: drop it. */
     void abort();
 
     /**
      * Streams {@code frames} to {@code wire} and completes (with null) once the stream has ended,
-     * failed or been cancelled. Subscribes on the next turn of {@code context} (the Vert.x context
+     * failed or been cancelled; fails with the stream's failure when it fails before the wire has begun. Subscribes on the next turn of {@code context} (the Vert.x context
      * of the connection, when there is one), where every write then happens.
      */
     static <T> Uni<Void> pump(Multi<T> frames, EventWire<T> wire, Context context, long stallMillis) {
         return Uni.createFrom().emitter(done -> {
-            Subscriber<T> subscriber = new Subscriber<>(wire, context, stallMillis, () -> done.complete(null));
+            Subscriber<T> subscriber = new Subscriber<>(wire, context, stallMillis, failure -> {
+                if (failure == null) done.complete(null);
+                else done.fail(failure);
+            });
             // Subscribe on the next event-loop turn: tokens the engine already produced are written
             // synchronously on subscription, and the caller may still be setting up (Quarkus REST
             // must first finish registering its own handlers on an SSE response).
@@ -68,11 +79,11 @@ public interface EventWire<T> {
         private final EventWire<T> wire;
         private final Context context;
         private final long stallMillis;
-        private final Runnable onFinish;
+        private final java.util.function.Consumer<Throwable> onFinish;
         private final AtomicReference<Flow.Subscription> upstream = new AtomicReference<>();
         private final AtomicBoolean finished = new AtomicBoolean();
 
-        Subscriber(EventWire<T> wire, Context context, long stallMillis, Runnable onFinish) {
+        Subscriber(EventWire<T> wire, Context context, long stallMillis, java.util.function.Consumer<Throwable> onFinish) {
             this.wire = wire;
             this.context = context;
             this.stallMillis = stallMillis;
@@ -95,8 +106,12 @@ public interface EventWire<T> {
         }
 
         private void finish() {
+            finish(null);
+        }
+
+        private void finish(Throwable failure) {
             if (finished.compareAndSet(false, true)) {
-                onFinish.run();
+                onFinish.accept(failure);
             }
         }
 
@@ -146,9 +161,13 @@ public interface EventWire<T> {
 
         @Override
         public void onFailure(Throwable failure) {
-            // Producers turn expected failures into error frames; this is the last resort.
-            LOG.error("Stream failed after it started", failure);
             onContext(() -> {
+                if (!wire.begun() && !wire.gone()) { // nothing went out: the caller answers the failure
+                    finish(failure);
+                    return;
+                }
+                // Producers turn expected failures into error frames; this is the last resort.
+                LOG.error("Stream failed after it started", failure);
                 if (!wire.gone()) wire.end();
                 finish();
             });

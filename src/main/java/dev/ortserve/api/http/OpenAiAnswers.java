@@ -16,7 +16,8 @@ import jakarta.ws.rs.core.Response;
 /**
  * Writes what an OpenAI protocol class answers: a JSON body as it is, or its stream as SSE
  * {@code data:} frames closed by {@code [DONE]}; a stream that fails after it began ends with one
- * frame holding the error envelope, then {@code [DONE]}, as vLLM does.
+ * frame holding the error envelope, then {@code [DONE]}, as vLLM does; one that fails before its first frame (a
+ * request that waited out the queue for memory) is answered with the error's status and headers instead.
  */
 @ApplicationScoped
 public class OpenAiAnswers {
@@ -35,8 +36,11 @@ public class OpenAiAnswers {
     }
 
     private Multi<String> frames(Multi<Object> events, AccessRecord access) {
-        return Multi.createBy().concatenating().streams(events.map(this::frame), Multi.createFrom().item("data: [DONE]\n\n"))
-                .onFailure().recoverWithMulti(failure -> {
+        // a failure before the first frame is no frame: the response has not begun, so it is answered with its status
+        // (SseWriter writes the head with the first frame); after it, one error frame and [DONE]
+        java.util.concurrent.atomic.AtomicBoolean begun = new java.util.concurrent.atomic.AtomicBoolean();
+        return Multi.createBy().concatenating().streams(events.map(this::frame).invoke(() -> begun.set(true)), Multi.createFrom().item("data: [DONE]\n\n"))
+                .onFailure(f -> begun.get()).recoverWithMulti(failure -> {
                     ApiException error = streamError(failure);
                     if (access != null) access.errorCode(error.code() != null ? error.code() : error.type());
                     return Multi.createFrom().items("data: " + errors.json(error) + "\n\n", "data: [DONE]\n\n");

@@ -53,26 +53,44 @@ public final class SseWriter {
      */
     public static Uni<Response> stream(HttpServerResponse response, Multi<String> frames) {
         io.vertx.core.Context context = io.vertx.core.Vertx.currentContext();
-        return Uni.createFrom().deferred(() -> {
+        // the head goes out with the first frame: a stream that fails before it fails this Uni (its error is then
+        // answered with its own status and headers)
+        return Uni.createFrom().deferred(() -> EventWire.pump(frames, new Sse(response), context, stallMillis).replaceWith((Response) null));
+    }
+
+    /** SSE frames as they are, on a chunked HTTP response whose head is written with the first frame. */
+    private static final class Sse implements EventWire<String> {
+        private final HttpServerResponse response;
+        private boolean begun;
+
+        Sse(HttpServerResponse response) {
+            this.response = response;
+        }
+
+        private void begin() {
+            if (begun) return;
+            begun = true;
             response.setStatusCode(200);
             response.setChunked(true);
             response.putHeader(HttpHeaders.CONTENT_TYPE, "text/event-stream; charset=utf-8");
             response.putHeader(HttpHeaders.CACHE_CONTROL, "no-cache");
             response.putHeader("X-Accel-Buffering", "no");
             response.writeHead();
-            return EventWire.pump(frames, new Sse(response), context, stallMillis).replaceWith((Response) null);
-        });
-    }
+        }
 
-    /** SSE frames as they are, on a chunked HTTP response. */
-    private record Sse(HttpServerResponse response) implements EventWire<String> {
         @Override
         public boolean gone() {
             return response.closed() || response.ended();
         }
 
         @Override
+        public boolean begun() {
+            return begun;
+        }
+
+        @Override
         public void write(String frame) {
+            begin();
             response.write(frame);
         }
 
@@ -94,6 +112,7 @@ public final class SseWriter {
 
         @Override
         public void end() {
+            begin();
             response.end();
         }
 

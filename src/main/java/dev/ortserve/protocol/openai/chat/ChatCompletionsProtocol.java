@@ -208,11 +208,15 @@ public class ChatCompletionsProtocol {
             roles.add(chunk(head).choices(List.of(new ChatCompletionChunkChoice().index(i)
                     .delta(new ChatCompletionStreamDelta().role(ChatCompletionStreamDelta.RoleEnum.ASSISTANT).content("").toolCalls(null)))));
         }
+        java.util.concurrent.atomic.AtomicBoolean first = new java.util.concurrent.atomic.AtomicBoolean(true);
         Multi<Object> body = events.onItem().transformToIterable(e -> {
             completionTokens.incrementAndGet();
             cached.see(e);
             if (predictions != null) predictions.see(e);
             List<Object> out = new ArrayList<>();
+            // the role chunks go out with the model's first token: a request refused before it (the queue timeout) is
+            // then answered with its HTTP status (503 + Retry-After), not a stream that says so
+            if (first.compareAndSet(true, false)) out.addAll(roles);
             int index = e.index();
             if (!parsing.active()) {
                 boolean withLogprobs = call.logprobs() && e.logprob() != null;
@@ -246,7 +250,7 @@ public class ChatCompletionsProtocol {
                 ? Multi.createFrom().item(chunk(head).choices(List.of())
                         .usage(Usages.usage(promptTokens, cached.total(), completionTokens.get(), predictions)))
                 : Multi.createFrom().empty());
-        return Multi.createBy().concatenating().streams(Multi.createFrom().iterable(roles), body, tail);
+        return Multi.createBy().concatenating().streams(body, tail);
     }
 
     /**
