@@ -32,8 +32,11 @@ public class AnthropicAnswers {
     }
 
     private Multi<String> frames(Multi<MessagesAnswer.Event> events) {
-        return events.map(e -> SseWriter.frame(e.type(), json(e.payload())))
-                .onFailure().recoverWithMulti(failure -> Multi.createFrom().item(
+        // a failure before the first event (message_start comes with the model's first token) is answered with its
+        // status (529 + Retry-After for a request that outwaited the queue); after it, as an error event
+        java.util.concurrent.atomic.AtomicBoolean begun = new java.util.concurrent.atomic.AtomicBoolean();
+        return events.map(e -> SseWriter.frame(e.type(), json(e.payload()))).invoke(() -> begun.set(true))
+                .onFailure(f -> begun.get()).recoverWithMulti(failure -> Multi.createFrom().item(
                         SseWriter.frame("error", errors.anthropicJson(OpenAiAnswers.streamError(failure)))));
     }
 
