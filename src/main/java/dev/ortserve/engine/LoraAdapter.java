@@ -11,8 +11,6 @@ import java.util.concurrent.atomic.AtomicInteger;
  * inputs by every run whose options name it) and the run options that name it. A request that asks for it carries it
  * ({@link GenerationRequest#adapter}); the engine runs its rows in passes of their own, and keys its prefix cache by it
  * ({@link #key}). Closed with its model.
- *
- * @param parameters how many of the graph's LoRA inputs it feeds
  */
 public final class LoraAdapter implements AutoCloseable {
 

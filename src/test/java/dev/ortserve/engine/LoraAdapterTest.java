@@ -44,19 +44,9 @@ class LoraAdapterTest {
     @TempDir
     Path cache;
 
-    /** The base's model directory (a copy with the family's gzipped files unpacked where needed). */
-    private Path modelDir(String base, String layout) throws Exception {
-        if (base.equals("builder-llama")) return FIXTURES.resolve("builder-llama").resolve(layout);
-        Path dir = cache.resolve(base);
-        Files.createDirectories(dir);
-        Path src = FIXTURES.resolve("families").resolve(base);
-        for (String f : List.of("config.json", "generation_config.json")) Files.copy(src.resolve(f), dir.resolve(f));
-        for (String f : List.of("model.onnx", "tokenizer.json", "tokenizer_config.json")) {
-            try (var in = new java.util.zip.GZIPInputStream(Files.newInputStream(src.resolve(f + ".gz")))) {
-                Files.copy(in, dir.resolve(f));
-            }
-        }
-        return dir;
+    /** The base's model directory: the builder-llama fixture's layout, or a family fixture unpacked. */
+    private static Path modelDir(String base, String layout) {
+        return base.equals("builder-llama") ? FIXTURES.resolve("builder-llama").resolve(layout) : dev.ortserve.families.FamilyFixtures.directory(base);
     }
 
     static LoadedModel load(Path dir, Path cache, WeightPrecision precision, List<Path> adapters) {

@@ -35,23 +35,36 @@ final class GraphScan {
     }
 
     static boolean hasOp(Path modelFile, String opType) throws IOException {
+        boolean[] found = {false};
+        graphs(modelFile, graph -> found[0] = graphHasOp(graph, opType));
+        return found[0];
+    }
+
+    /** Reads the model file's graph(s) with {@code reader} (within the graph's bytes) until it returns true or the file ends. */
+    private static void graphs(Path modelFile, GraphReader reader) throws IOException {
         try (InputStream in = Files.newInputStream(modelFile)) {
             CodedInputStream model = CodedInputStream.newInstance(in);
             model.setSizeLimit(Integer.MAX_VALUE);
             while (true) {
                 int tag = model.readTag();
-                if (tag == 0) return false;
-                // ModelProto.graph = 7 (GraphProto), GraphProto.node = 1 (NodeProto), NodeProto.op_type = 4
+                if (tag == 0) return;
+                // ModelProto.graph = 7 (GraphProto)
                 if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
                     int limit = model.pushLimit(model.readRawVarint32());
-                    boolean found = graphHasOp(model, opType);
+                    boolean done = reader.read(model);
                     model.popLimit(limit);
-                    if (found) return true;
+                    if (done) return;
                 } else if (!model.skipField(tag)) {
-                    return false;
+                    return;
                 }
             }
         }
+    }
+
+    @FunctionalInterface
+    private interface GraphReader {
+        /** Reads a GraphProto's fields; true when nothing more is wanted. */
+        boolean read(CodedInputStream graph) throws IOException;
     }
 
     private static boolean graphHasOp(CodedInputStream graph, String opType) throws IOException {
@@ -84,29 +97,19 @@ final class GraphScan {
      */
     static java.util.Map<String, ai.onnx.proto.OnnxMl.ValueInfoProto> inputs(Path modelFile, java.util.function.Predicate<String> named) throws IOException {
         java.util.Map<String, ai.onnx.proto.OnnxMl.ValueInfoProto> out = new java.util.LinkedHashMap<>();
-        try (InputStream in = Files.newInputStream(modelFile)) {
-            CodedInputStream model = CodedInputStream.newInstance(in);
-            model.setSizeLimit(Integer.MAX_VALUE);
-            while (true) {
-                int tag = model.readTag();
-                if (tag == 0) return out;
-                if (WireFormat.getTagFieldNumber(tag) == 7 && WireFormat.getTagWireType(tag) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
-                    int limit = model.pushLimit(model.readRawVarint32());
-                    while (!model.isAtEnd()) {
-                        int t = model.readTag();
-                        // GraphProto.input = 11 (ValueInfoProto)
-                        if (WireFormat.getTagFieldNumber(t) == 11 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
-                            ai.onnx.proto.OnnxMl.ValueInfoProto v = ai.onnx.proto.OnnxMl.ValueInfoProto.parseFrom(model.readBytes());
-                            if (named.test(v.getName())) out.put(v.getName(), v);
-                        } else {
-                            model.skipField(t);
-                        }
-                    }
-                    model.popLimit(limit);
-                } else if (!model.skipField(tag)) {
-                    return out;
+        graphs(modelFile, graph -> {
+            while (!graph.isAtEnd()) {
+                int t = graph.readTag();
+                // GraphProto.input = 11 (ValueInfoProto); node lists and initializers (weights embedded in the file) are skipped
+                if (WireFormat.getTagFieldNumber(t) == 11 && WireFormat.getTagWireType(t) == WireFormat.WIRETYPE_LENGTH_DELIMITED) {
+                    ai.onnx.proto.OnnxMl.ValueInfoProto v = ai.onnx.proto.OnnxMl.ValueInfoProto.parseFrom(graph.readBytes());
+                    if (named.test(v.getName())) out.put(v.getName(), v);
+                } else {
+                    graph.skipField(t);
                 }
             }
-        }
+            return false;
+        });
+        return out;
     }
 }

@@ -38,10 +38,6 @@ public final class PeftAdapter {
     public record Target(long in, long out, int dataType) {
     }
 
-    /** What the adapter says about itself, for the log and /v1/models. */
-    public record Summary(int modules, int maxRank, List<String> targetModules) {
-    }
-
     /** An adapter refused: the message names the adapter and what does not fit. */
     public static final class MismatchException extends IOException {
         public MismatchException(String message) {
@@ -146,17 +142,6 @@ public final class PeftAdapter {
         }
         if (out.isEmpty()) throw new MismatchException(where + " holds no LoRA weights");
         return out;
-    }
-
-    /** The same adapter described: how many projections and the largest rank. */
-    public static Summary summary(List<AdapterFile.Parameter> parameters, List<String> targetModules) {
-        int maxRank = 0, modules = 0;
-        for (AdapterFile.Parameter p : parameters) {
-            if (!p.name().endsWith(".lora_A.MatMul.weight")) continue;
-            modules++;
-            maxRank = (int) Math.max(maxRank, p.dims()[1]);
-        }
-        return new Summary(modules, maxRank, targetModules);
     }
 
     private record Part(String name, int rank, int in, int out, float[] a, float[] b, double scale) {

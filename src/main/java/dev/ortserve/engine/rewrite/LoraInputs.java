@@ -27,13 +27,11 @@ import java.util.regex.Pattern;
 final class LoraInputs {
 
     static final String APPLIED = "LoRA inputs";
-    /** The canonical projection names (PEFT's target_modules), attention first. */
-    static final List<String> MODULES = List.of("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "gate_proj", "up_proj", "down_proj", "gate_up_proj");
 
     /** A projection of the graph: its layer, canonical module name and output. */
     record Projection(int layer, String module, String output) {
         /** The prefix of its LoRA inputs' names. */
-        String prefix() {
+        String prefix() { // as PeftAdapter.prefix names them (the two libraries import nothing of each other)
             return prefix(layer, module);
         }
 
