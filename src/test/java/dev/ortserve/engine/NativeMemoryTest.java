@@ -143,6 +143,38 @@ class NativeMemoryTest {
         }
     }
 
+    /**
+     * A long prompt prefilled in chunks writes each chunk in place into buffers of its own (a pass binds them as past and
+     * present: no chunk holds the past it reads beside a present it writes), and joining the batch frees them layer by
+     * layer as the batch takes each in: the batch's row and one layer of the prompt's own buffers at most, not both whole.
+     */
+    @Test
+    void aChunkedPrefillWritesInPlaceAndJoinsTheBatchLayerByLayer() {
+        EngineOptions options = EngineOptions.defaults().withLimits(4, 64, 32).withKvInPlace(true).withPrefixCacheBytes(0)
+                .withBatchWindow(Duration.ZERO);
+        long perToken = inPlaceModel.spec().kvBytesPerToken();
+        int layers = inPlaceModel.spec().layers();
+        java.util.concurrent.atomic.AtomicInteger chunksInPlace = new java.util.concurrent.atomic.AtomicInteger(), chunksCopied =
+                new java.util.concurrent.atomic.AtomicInteger();
+        DecoderRunner.Decorator counting = runner -> pass -> {
+            if (pass.newLength() > 1) (pass.inPlace() ? chunksInPlace : chunksCopied).incrementAndGet();
+            return runner.run(pass);
+        };
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(inPlaceModel, options, counting)) {
+            int[] prompt = new int[200];
+            for (int j = 0; j < prompt.length; j++) prompt[j] = 300 + (j * 7) % 200;
+            NativeBuffers.resetPeak();
+            long before = NativeBuffers.live();
+            EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, greedy(4))));
+            long peak = NativeBuffers.peak() - before;
+            long row = 256 * perToken; // 200 positions and room to decode, rounded up to 256: the prompt's buffers and the batch's row
+            assertTrue(chunksInPlace.get() == 7 && chunksCopied.get() == 0, "seven chunks of 32, in place: " + chunksInPlace + ", copied: " + chunksCopied);
+            assertTrue(peak >= row, "the prompt's own buffers: " + peak);
+            assertTrue(peak < row + row / layers + SMALL, "the batch's row and one layer of the prompt's buffers, not both whole (" + 2 * row
+                    + " bytes): " + peak);
+        }
+    }
+
     @Test
     void tensorsAreReadWhereTheyAre() throws Exception {
         var env = inPlaceModel.environment();

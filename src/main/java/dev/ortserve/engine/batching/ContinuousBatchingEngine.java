@@ -14,6 +14,7 @@ import dev.ortserve.engine.TokenEvent;
 
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
+import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.speculative.SpeculativeOptions;
@@ -296,7 +297,8 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (prefix == null || s.hold == null) return;
         int reuse = PrefixCache.reusable(s.hold, s.prompt.length);
         if (reuse > 0) {
-            s.pending = prefix.assemble(s.hold, reuse);
+            // in place: into the sequence's own buffers, which its prefill chunks then write on
+            s.pending = kv.inPlace() ? prefix.assemble(s.hold, reuse, kv.spanFor(s.prompt.length)) : prefix.assemble(s.hold, reuse);
             s.length = reuse;
             s.cachedTokens = reuse;
         }
@@ -568,6 +570,10 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /** The next {@code n} prompt tokens of one sequence over its own past. */
     private void prefillChunk(Sequence s, int n) throws OrtException {
+        if (kv.inPlace()) {
+            prefillChunkInPlace(s, n);
+            return;
+        }
         PendingKv past = s.pending;
         ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
                 past == null ? null : past.keys, past == null ? null : past.values).withAdapter(s.adapter);
@@ -580,6 +586,40 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             float[] logits = new float[out.vocabSize()];
             out.lastLogits(0, logits);
             s.onLogits(logits);
+        }
+    }
+
+    /**
+     * The next {@code n} prompt tokens of one sequence, written in place into buffers of its own that hold its whole
+     * prompt (and room to decode, as the batch's rows have): the pass binds them as its past and its present, as a decode
+     * step binds the batch's (a row of one: onnxruntime's CPU GroupQueryAttention takes several new tokens after a past
+     * only then). So a chunk never holds the past it reads beside a present it writes, and the join copies the prompt's
+     * KV into the batch layer by layer, freeing each of these layers as it goes ({@link KvCache#repack}).
+     */
+    private void prefillChunkInPlace(Sequence s, int n) throws OrtException {
+        PendingKv own = s.pending;
+        if (own == null || !own.own() || own.span < s.prompt.length) {
+            PendingKv grown = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length));
+            if (own != null) {
+                for (int l = 0; l < spec.layers(); l++) {
+                    for (int kind = 0; kind < 2; kind++) {
+                        KvBlock.moveRow(spec, own.read(l, kind), own.row, own.span, grown.data(l, kind), 0, grown.span, s.length);
+                    }
+                }
+            }
+            s.closePending();
+            s.pending = own = grown;
+        }
+        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), own.span - n,
+                own.keys, own.values).withPresentInPast().withAdapter(s.adapter);
+        try (DecoderRunner.Forward out = runner.run(pass)) {
+            steps.incrementAndGet();
+            s.length += n;
+            if (s.length == s.prompt.length) {
+                float[] logits = new float[out.vocabSize()];
+                out.lastLogits(0, logits);
+                s.onLogits(logits);
+            }
         }
     }
 

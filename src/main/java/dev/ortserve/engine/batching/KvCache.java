@@ -106,7 +106,7 @@ public final class KvCache implements AutoCloseable {
     }
 
     /** In place: room for the next step, rounded up to {@link #GROWTH}, past the context only when a row needs it (rotary caches end there). */
-    private int spanFor(int newLength) {
+    int spanFor(int newLength) {
         if (!inPlace) return newLength;
         int rounded = (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
         return Math.max(newLength + 1, Math.min(rounded, spec.maxModelLen()));
@@ -264,7 +264,8 @@ public final class KvCache implements AutoCloseable {
                         PrefixCache.Insertion ins = inserting.get(s);
                         boolean joins = joiners.contains(s);
                         if (!joins && ins == null) continue;
-                        Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
+                        final int layer = l, k = kind;
+                        Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> p.read(layer, k));
                         if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
                         if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, at.get(s), newSpan, s.length);
                     }
@@ -281,8 +282,10 @@ public final class KvCache implements AutoCloseable {
                     }
                 }
                 // this layer of the old batch has been read: freed now, so the two layouts coexist one layer at a time,
-                // not whole (a batch that fails past here is failed whole by the engine, as any failed repack is)
+                // not whole (a batch that fails past here is failed whole by the engine, as any failed repack is); so is
+                // this layer of every joining sequence's own buffers (its prefill wrote there in place)
                 if (ownBuffers) releaseLayer(l);
+                for (Sequence s : joining) if (s.pending != null) s.pending.releaseLayer(l);
             }
         } catch (OrtException | RuntimeException | OutOfMemoryError e) {
             made.forEach(OnnxTensor::close);

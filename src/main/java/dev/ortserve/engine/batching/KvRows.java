@@ -53,7 +53,8 @@ final class KvRows implements AutoCloseable {
                         Sequence s = rows.get(r);
                         PendingKv p = s.pending;
                         if (p == null || keep[r] == 0) continue;
-                        Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> KvBlock.read(t, spec));
+                        final int layer = l, k = kind;
+                        Buffer src = read.computeIfAbsent(kind == 0 ? p.keys[l] : p.values[l], t -> p.read(layer, k));
                         // the sequence's first keep[r] positions, from where its s.length positions start in p.span
                         KvAlignment a = spec.alignment();
                         KvBlock.copyRow(spec, src, p.row, p.span, a.start(p.span, s.length), dst, r, length, a.start(length, keep[r]), keep[r]);

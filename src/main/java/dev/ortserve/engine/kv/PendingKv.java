@@ -3,13 +3,22 @@ package dev.ortserve.engine.kv;
 import dev.ortserve.engine.KvAlignment;
 
 import dev.ortserve.engine.DecoderRunner;
+import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtException;
+
+import java.nio.Buffer;
+import java.nio.ByteBuffer;
 
 /**
  * A sequence's KV before it joins the batch: row {@code row} of per-layer tensors
- * [*, kv_heads, span, head_dim], placed as the model's {@link KvAlignment} says. Several sequences prefilled in one pass share the
- * pass's outputs; the {@link Holder} frees them when the last one lets go.
+ * [*, kv_heads, span, head_dim], placed as the model's {@link KvAlignment} says. Either a pass's present
+ * tensors, which several sequences prefilled in one pass share (the {@link Holder} frees them when the last
+ * one lets go), or buffers of the sequence's own ({@link #allocate}: one row, written in place by its prefill
+ * chunks, freed layer by layer as the batch takes them in).
  */
 public final class PendingKv implements AutoCloseable {
 
@@ -40,6 +49,10 @@ public final class PendingKv implements AutoCloseable {
     public final int row;
     public final int span;
     private final Holder holder;
+    /** The sequence's own buffers behind {@link #keys} and {@link #values} ({@link #allocate}), else null. */
+    private final ByteBuffer[] keyData;
+    private final ByteBuffer[] valueData;
+    private final DecoderSpec spec;
     private boolean released;
 
     PendingKv(OnnxTensor[] keys, OnnxTensor[] values, int row, int span, Holder holder) {
@@ -48,6 +61,20 @@ public final class PendingKv implements AutoCloseable {
         this.row = row;
         this.span = span;
         this.holder = holder;
+        this.keyData = null;
+        this.valueData = null;
+        this.spec = null;
+    }
+
+    private PendingKv(DecoderSpec spec, OnnxTensor[] keys, OnnxTensor[] values, ByteBuffer[] keyData, ByteBuffer[] valueData, int span) {
+        this.keys = keys;
+        this.values = values;
+        this.row = 0;
+        this.span = span;
+        this.holder = null;
+        this.keyData = keyData;
+        this.valueData = valueData;
+        this.spec = spec;
     }
 
     /** Row {@code row} of a pass's present tensors, held by {@code holder}. */
@@ -60,10 +87,69 @@ public final class PendingKv implements AutoCloseable {
         return new PendingKv(k, v, row, span, holder);
     }
 
+    /**
+     * Zeroed buffers of one row of {@code span} positions, the sequence's own: a pass may bind them as past and present
+     * ({@code ForwardPass.withPresentInPast}), so that its prefill chunks write their positions in place.
+     */
+    public static PendingKv allocate(OrtEnvironment env, DecoderSpec spec, int span) throws OrtException {
+        int layers = spec.layers();
+        OnnxTensor[] k = new OnnxTensor[layers], v = new OnnxTensor[layers];
+        ByteBuffer[] kd = new ByteBuffer[layers], vd = new ByteBuffer[layers];
+        PendingKv p = new PendingKv(spec, k, v, kd, vd, span);
+        try {
+            for (int l = 0; l < layers; l++) {
+                kd[l] = KvBlock.allocate(spec, 1, span);
+                k[l] = KvBlock.tensor(env, spec, kd[l], 1, span);
+                vd[l] = KvBlock.allocate(spec, 1, span);
+                v[l] = KvBlock.tensor(env, spec, vd[l], 1, span);
+            }
+        } catch (OrtException | RuntimeException | OutOfMemoryError e) {
+            p.close();
+            throw e;
+        }
+        return p;
+    }
+
+    /** Whether these are the sequence's own buffers ({@link #allocate}): written in place, freed layer by layer. */
+    public boolean own() {
+        return keyData != null;
+    }
+
+    /** Own buffers: layer {@code layer}'s key ({@code kind} 0) or value buffer, to be written (a prefix assembled into it). */
+    public ByteBuffer data(int layer, int kind) {
+        if (!own()) throw new IllegalStateException("not the sequence's own buffers");
+        return kind == 0 ? keyData[layer] : valueData[layer];
+    }
+
+    /** Layer {@code layer}'s key ({@code kind} 0) or value elements, read where they are. */
+    public Buffer read(int layer, int kind) {
+        if (own()) return KvBlock.view(data(layer, kind), spec);
+        return NativeBuffers.view(kind == 0 ? keys[layer] : values[layer]);
+    }
+
+    /**
+     * Own buffers: layer {@code layer} has been read for the last time (the batch took it in), freed now, so that a
+     * sequence joining the batch is never held twice whole. Pass outputs are shared and freed whole on {@link #close}.
+     */
+    public void releaseLayer(int layer) {
+        if (!own()) return;
+        if (keys[layer] != null) keys[layer].close();
+        if (values[layer] != null) values[layer].close();
+        keys[layer] = null;
+        values[layer] = null;
+        NativeBuffers.free(keyData[layer]);
+        NativeBuffers.free(valueData[layer]);
+        keyData[layer] = null;
+        valueData[layer] = null;
+    }
+
     @Override
     public void close() {
-        if (!released) {
-            released = true;
+        if (released) return;
+        released = true;
+        if (own()) {
+            for (int l = 0; l < keys.length; l++) releaseLayer(l);
+        } else {
             holder.release();
         }
     }

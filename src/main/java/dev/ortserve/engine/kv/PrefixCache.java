@@ -214,38 +214,37 @@ public final class PrefixCache {
      * ([1, kv_heads, tokens, head_dim] per layer, owned by the returned value).
      */
     public PendingKv assemble(Hold hold, int tokens) throws OrtException {
+        return assemble(hold, tokens, tokens);
+    }
+
+    /**
+     * The first {@code tokens} positions of the held prefix at the start of a sequence's own buffers of {@code span}
+     * positions ({@link PendingKv#allocate}), which its prefill chunks then write on in place.
+     */
+    public PendingKv assemble(Hold hold, int tokens, int span) throws OrtException {
+        if (span < tokens) throw new IllegalArgumentException("a span of " + span + " cannot hold " + tokens + " positions");
         int layers = spec.layers(), kv = spec.kvHeads(), d = spec.headDim(), e = spec.kvElementBytes();
-        OnnxTensor[] keys = new OnnxTensor[layers], values = new OnnxTensor[layers];
-        List<OnnxTensor> made = new ArrayList<>(2 * layers);
-        List<ByteBuffer> allocated = new ArrayList<>(2 * layers);
-        Runnable free = () -> {
-            made.forEach(OnnxTensor::close);
-            allocated.forEach(NativeBuffers::free);
-        };
+        PendingKv pending = PendingKv.allocate(env, spec, span);
         try {
             for (int l = 0; l < layers; l++) {
                 for (int kind = 0; kind < 2; kind++) {
-                    ByteBuffer dst = KvBlock.allocate(spec, 1, tokens);
-                    allocated.add(dst);
+                    ByteBuffer dst = pending.data(l, kind);
                     for (int j = 0; j * BLOCK < tokens; j++) {
                         int n = Math.min(BLOCK, tokens - j * BLOCK);
                         ByteBuffer src = hold.held.get(j).data;
                         for (int h = 0; h < kv; h++) {
                             int from = offset(l, kind, h, 0) * e;
-                            int to = (h * tokens + j * BLOCK) * d * e;
+                            int to = (h * span + j * BLOCK) * d * e;
                             dst.put(to, src, from, n * d * e);
                         }
                     }
-                    OnnxTensor t = KvBlock.tensor(env, spec, dst, 1, tokens);
-                    made.add(t);
-                    if (kind == 0) keys[l] = t; else values[l] = t;
                 }
             }
-        } catch (OrtException | RuntimeException | OutOfMemoryError ex) {
-            free.run();
+        } catch (RuntimeException | OutOfMemoryError ex) {
+            pending.close();
             throw ex;
         }
-        return new PendingKv(keys, values, 0, tokens, new PendingKv.Holder(free::run, 1));
+        return pending;
     }
 
     /** Element offset of (layer, key/value, head, position) in a block. */
