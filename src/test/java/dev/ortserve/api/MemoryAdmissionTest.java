@@ -127,5 +127,10 @@ class MemoryAdmissionTest extends ApiTest {
                 .body("{\"model\":\"" + MODEL + "\",\"max_tokens\":1500,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}")
                 .post("/v1/messages"), new CompletableFuture<>());
         messages.then().statusCode(529).header("Retry-After", equalTo("1")).body("error.type", equalTo("overloaded_error"));
+        // Responses: response.created goes out with the first token, so a refused stream is a status too (nothing stored)
+        Response responses = whileTheBudgetIsHeld(() -> json().body("{\"model\":\"" + MODEL + "\",\"max_output_tokens\":1500,\"stream\":true,"
+                + "\"input\":\"x\"}").post("/v1/responses"), new CompletableFuture<>());
+        responses.then().statusCode(503).header("Retry-After", equalTo("1")).contentType(containsString("application/json"))
+                .body("error.code", equalTo("server_busy"));
     }
 }

@@ -42,7 +42,7 @@ public class ResponsesResource implements ResponsesApi {
                     : Uni.createFrom().item(Response.ok(queued).build()));
         }
         return responses.start(req, owner).flatMap(run -> stream
-                ? SseWriter.stream(http.response(), run.events().map(SseWriter::frames))
+                ? SseWriter.stream(http.response(), run.events(true).map(SseWriter::frames)) // headers with the first token: a refusal is a status
                 : run.complete().map(r -> Response.ok(r).build()));
     }
 

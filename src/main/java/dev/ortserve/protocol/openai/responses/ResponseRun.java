@@ -207,35 +207,69 @@ public final class ResponseRun implements BackgroundRun {
     /** The event stream: each element the events of one step (the lifecycle events, one token's deltas, the end). */
     @Override
     public Multi<List<ResponseEvent>> events() {
+        return events(false);
+    }
+
+    /**
+     * The event stream (see {@link #events()}).
+     *
+     * @param headWithFirstToken {@code response.created} and {@code response.in_progress} go out with the model's first
+     *                           token instead of at once, and a failure before it (the engine's queue timed out: no
+     *                           memory for this prompt) fails the stream instead of becoming a {@code response.failed}
+     *                           event: an HTTP stream, of which nothing was sent, is then answered with the failure's
+     *                           status (503 + Retry-After), as chat's and Messages' streams are
+     */
+    public Multi<List<ResponseEvent>> events(boolean headWithFirstToken) {
         StreamState st = new StreamState();
         current = st;
-        Multi<List<ResponseEvent>> head = Multi.createFrom().item(() -> List.of(
+        java.util.concurrent.atomic.AtomicBoolean headSent = new java.util.concurrent.atomic.AtomicBoolean(!headWithFirstToken);
+        java.util.function.Supplier<List<ResponseEvent>> headEvents = () -> List.of(
                 st.event("response.created", lifecycle(draft.response("in_progress", List.of(), null, null, null))),
-                st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null)))));
+                st.event("response.in_progress", lifecycle(draft.response("in_progress", List.of(), null, null, null))));
+        Multi<List<ResponseEvent>> head = headWithFirstToken ? Multi.createFrom().empty() : Multi.createFrom().item(headEvents);
+        java.util.function.Function<List<ResponseEvent>, List<ResponseEvent>> afterHead = events -> {
+            if (!headSent.compareAndSet(false, true)) return events;
+            List<ResponseEvent> all = new ArrayList<>(headEvents.get());
+            all.addAll(events);
+            return all;
+        };
         Multi<List<ResponseEvent>> body = events.map(e -> {
+            List<ResponseEvent> out = afterHead.apply(List.of()); // the head first: its sequence numbers come first
             st.generated.add(e);
-            if (warmUp) return List.<ResponseEvent>of();
-            return st.advance(e.textDelta(), e.isLast(), e.logprob());
+            if (warmUp) return out;
+            List<ResponseEvent> deltas = st.advance(e.textDelta(), e.isLast(), e.logprob());
+            if (out.isEmpty()) return deltas;
+            out = new ArrayList<>(out);
+            out.addAll(deltas);
+            return out;
         }).filter(s -> !s.isEmpty());
         Multi<List<ResponseEvent>> tail = Multi.createFrom().deferred(() -> {
+            List<ResponseEvent> before = afterHead.apply(List.of());
             Generated g = st.generated;
             if (g.finish == Finish.ERROR || g.finish == null) {
-                return Multi.createFrom().item(List.of(st.failed("server_error", "Generation failed.")));
+                return Multi.createFrom().item(concat(before, st.failed("server_error", "Generation failed.")));
             }
             ObjectNode response = finished(g);
             finalResponse = response;
             String done = response.path("status").asText().equals("incomplete") ? "response.incomplete" : "response.completed";
-            return Multi.createFrom().uni(persist(response).map(v -> List.of(st.event(done, lifecycle(response))))
+            return Multi.createFrom().uni(persist(response).map(v -> concat(before, st.event(done, lifecycle(response))))
                     .onFailure().recoverWithItem(f -> {
                         Throwable api = StoreFailures.of(f);
-                        return List.of(st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage()));
+                        return concat(before, st.failed(api instanceof ServiceException s && s.code() != null ? s.code() : "server_error", api.getMessage()));
                     }));
         });
         return Multi.createBy().concatenating().streams(head, body, tail)
-                .onFailure().recoverWithItem(f -> {
+                .onFailure(f -> headSent.get()).recoverWithItem(f -> {
                     ServiceException api = streamError(f);
                     return List.of(st.failed(api.code() == null ? "server_error" : api.code(), api.getMessage()));
                 });
+    }
+
+    private static List<ResponseEvent> concat(List<ResponseEvent> first, ResponseEvent last) {
+        if (first.isEmpty()) return List.of(last);
+        List<ResponseEvent> all = new ArrayList<>(first);
+        all.add(last);
+        return all;
     }
 
     /** A failure after the stream started, as the response.failed event reports it (runtime details stay in the log). */
