@@ -96,17 +96,28 @@ public final class PrefixCache {
     private static final class Block {
         final long id;
         final Key key;
-        final ByteBuffer data;
+        /**
+         * Per layer, its keys then its values [2, kv_heads, BLOCK, head_dim], allocated as the layer is filled (a repack
+         * fills layer by layer while it frees the old layout's: the two never coexist whole); null until then.
+         */
+        final ByteBuffer[] data;
         int refs;
         /** In {@link #blocks} (committed); until then only its writer's step can reach it. */
         boolean published;
         /** Evicted or abandoned: its bytes are no longer counted. */
         boolean gone;
 
-        Block(long id, Key key, ByteBuffer data) {
+        Block(long id, Key key, int layers) {
             this.id = id;
             this.key = key;
-            this.data = data;
+            this.data = new ByteBuffer[layers];
+        }
+
+        void free() {
+            for (int l = 0; l < data.length; l++) {
+                NativeBuffers.free(data[l]);
+                data[l] = null;
+            }
         }
     }
 
@@ -231,9 +242,9 @@ public final class PrefixCache {
                     ByteBuffer dst = pending.data(l, kind);
                     for (int j = 0; j * BLOCK < tokens; j++) {
                         int n = Math.min(BLOCK, tokens - j * BLOCK);
-                        ByteBuffer src = hold.held.get(j).data;
+                        ByteBuffer src = hold.held.get(j).data[l];
                         for (int h = 0; h < kv; h++) {
-                            int from = offset(l, kind, h, 0) * e;
+                            int from = offset(kind, h, 0) * e;
                             int to = (h * span + j * BLOCK) * d * e;
                             dst.put(to, src, from, n * d * e);
                         }
@@ -247,9 +258,9 @@ public final class PrefixCache {
         return pending;
     }
 
-    /** Element offset of (layer, key/value, head, position) in a block. */
-    private int offset(int layer, int kind, int head, int position) {
-        return (((layer * 2 + kind) * spec.kvHeads() + head) * BLOCK + position) * spec.headDim();
+    /** Element offset of (key/value, head, position) in a block's layer. */
+    private int offset(int kind, int head, int position) {
+        return ((kind * spec.kvHeads() + head) * BLOCK + position) * spec.headDim();
     }
 
     /**
@@ -281,8 +292,8 @@ public final class PrefixCache {
                 continue;
             }
             if (!makeRoom(room)) break;
-            Block b = new Block(nextId++, key, NativeBuffers.allocate(blockBytes));
-            bytes.addAndGet(blockBytes); // counted as soon as allocated, so the next makeRoom sees it
+            Block b = new Block(nextId++, key, spec.layers());
+            bytes.addAndGet(blockBytes); // counted as soon as taken (its layers are allocated as they are filled), so the next makeRoom sees it
             unpublished.put(key, b);
             hold.add(b);
             ins.fresh.add(b);
@@ -315,7 +326,7 @@ public final class PrefixCache {
                 count.decrementAndGet();
                 evicted.incrementAndGet();
                 freed += blockBytes;
-                NativeBuffers.free(b.data); // unreferenced: no sequence reads it, nothing copies into it
+                b.free(); // unreferenced: no sequence reads it, nothing copies into it
             }
         }
         return freed;
@@ -342,11 +353,12 @@ public final class PrefixCache {
                 int start = spec.alignment().start(span, length) + firstPosition.get(i);
                 for (int h = 0; h < kv; h++) {
                     int from = ((row * kv + h) * span + start) * d;
-                    int to = offset(layer, kind, h, 0);
+                    int to = offset(kind, h, 0);
+                    if (b.data[layer] == null) b.data[layer] = NativeBuffers.allocate(blockBytes / spec.layers());
                     if (src instanceof FloatBuffer f) {
-                        b.data.asFloatBuffer().put(to, f, from, BLOCK * d);
+                        b.data[layer].asFloatBuffer().put(to, f, from, BLOCK * d);
                     } else {
-                        b.data.asShortBuffer().put(to, (ShortBuffer) src, from, BLOCK * d);
+                        b.data[layer].asShortBuffer().put(to, (ShortBuffer) src, from, BLOCK * d);
                     }
                 }
             }
@@ -368,7 +380,7 @@ public final class PrefixCache {
             for (Block b : fresh) {
                 unpublished.remove(b.key);
                 b.gone = true;
-                NativeBuffers.free(b.data); // never published: only the failed step's holds name it, and they are let go unread
+                b.free(); // never published: only the failed step's holds name it, and they are let go unread
             }
             bytes.addAndGet(-(long) blockBytes * fresh.size());
             fresh.clear();
