@@ -157,6 +157,8 @@ final class ServedModelAssembler {
                     ? "; other models are loaded: ORTSERVE_MODELS_MAX_LOADED" : "") + ")", e);
         }
         budget.warnings().forEach(w -> LOG.warnf("Memory budget of '%s': %s", id, w));
+        String malloc = budget.mallocWarning(new ProcessMemory(), System.getenv());
+        if (malloc != null) LOG.warnf("Memory budget of '%s': %s", id, malloc);
         LOG.infof("Memory budget of '%s': %s", id, budget.describe());
         return budget;
     }

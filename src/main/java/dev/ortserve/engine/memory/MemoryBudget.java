@@ -129,6 +129,17 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
         return budget;
     }
 
+    /**
+     * A warning for a start under a memory limit (configured or the cgroup's) whose malloc may keep freed KV buffers
+     * resident ({@link ProcessMemory#mallocKeepsFreedBuffers}), or null.
+     */
+    public String mallocWarning(ProcessMemory memory, java.util.Map<String, String> environment) {
+        if (limitSource.startsWith("the host") || !memory.mallocKeepsFreedBuffers(environment)) return null;
+        return "glibc's malloc may keep freed KV buffers resident beyond the KV budget (its mmap threshold rises with each freed "
+                + "buffer): start the JVM with MALLOC_MMAP_THRESHOLD_=1048576 in its environment, as the images and the README's command "
+                + "do, so that the resident set follows the KV";
+    }
+
     /** What is left of the limit after every part (negative: the parts exceed it, possible when KV was configured). */
     public long unassigned() {
         return limit - resident - heapGrowth - working - overhead - others - kv;

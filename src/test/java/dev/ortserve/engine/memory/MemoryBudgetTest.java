@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.util.OptionalLong;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -43,6 +44,23 @@ class MemoryBudgetTest {
 
     private static final String STATUS = "Name:\tjava\nVmHWM:\t 3145728 kB\nVmRSS:\t 2097152 kB\n";
     private static final String MEMINFO = "MemTotal:       24000000 kB\nMemAvailable:   10485760 kB\n";
+
+    /** glibc keeps freed buffers of up to its raised mmap threshold in its heap, unless the threshold is fixed at start. */
+    @Test
+    void mallocKeepsFreedBuffersUnlessItsMmapThresholdIsFixed() throws IOException {
+        ProcessMemory linux = memory("0::/\n", STATUS, MEMINFO);
+        assertEquals(true, linux.mallocKeepsFreedBuffers(java.util.Map.of()));
+        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "1048576")));
+        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576")));
+        assertEquals(true, linux.mallocKeepsFreedBuffers(java.util.Map.of("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")));
+        assertEquals(false, new ProcessMemory(tmp.resolve("no-proc"), tmp.resolve("cgroup")).mallocKeepsFreedBuffers(java.util.Map.of()),
+                "no /proc: not Linux, not glibc's");
+        // said at a start under a limit, not where the limit is the host's available memory
+        MemoryBudget.Request request = new MemoryBudget.Request(64 * GIB, -1, 8 * GIB, 64 * MIB, 256 * MIB);
+        assertTrue(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of()).contains("MALLOC_MMAP_THRESHOLD_=1048576"));
+        assertNull(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "1048576")));
+        assertNull(MemoryBudget.split(linux, new MemoryBudget.Request(0, -1, 8 * GIB, 64 * MIB, 256 * MIB)).mallocWarning(linux, java.util.Map.of()));
+    }
 
     @Test
     void cgroupV1LimitOfTheProcesssOwnGroup() throws IOException {
