@@ -35,7 +35,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * java [-Xmx1g] @target/cp.args dev.ortserve.bench.MemoryUnderLoadBench MODEL_DIR model|int8|int4 KV_BYTES STREAMS [PROMPT=1600] [OUTPUT=32] [KV_DTYPE=model|auto]
  * </pre>
  * The KV budget is capped at half of the JVM's direct-memory limit, as the server's memory budget caps it.
- * Prints one line: {@code MEMBENCH streams prompt ready_rss_mb peak_rss_mb peak_heap_used_mb peak_direct_mb failed seconds kv_budget_mb}.
+ * Prints one line: {@code MEMBENCH streams prompt ready_rss_mb peak_rss_mb peak_heap_used_mb peak_direct_mb failed seconds kv_budget_mb
+ * ttft_mean_s ttft_max_s decode_tok_s_per_stream} (time to first token from the submission of all; decode rate of each stream
+ * from its first token to its last, averaged).
  */
 public final class MemoryUnderLoadBench {
 
@@ -73,17 +75,22 @@ public final class MemoryUnderLoadBench {
             sampler.setDaemon(true);
             sampler.start();
             long start = System.nanoTime();
-            int failed = run(engine, model, streams, prompt, output);
+            Run r = run(engine, model, streams, prompt, output);
+            int failed = r.failed();
             double seconds = (System.nanoTime() - start) / 1e9;
             sampling.set(false);
             sampler.join();
-            System.out.printf("MEMBENCH %d %d %d %d %d %d %d %.1f %d%n", streams, prompt, ready >> 20, peakRss.get() >> 20, peakHeap.get() >> 20,
-                    peakDirect.get() >> 20, failed, seconds, kvBytes >> 20);
+            System.out.printf("MEMBENCH %d %d %d %d %d %d %d %.1f %d %.2f %.2f %.2f%n", streams, prompt, ready >> 20, peakRss.get() >> 20, peakHeap.get() >> 20,
+                    peakDirect.get() >> 20, failed, seconds, kvBytes >> 20, r.ttftMean(), r.ttftMax(), r.decodeMean());
         }
     }
 
-    /** Returns how many of the streams failed. */
-    private static int run(ContinuousBatchingEngine engine, LoadedModel model, int streams, int prompt, int output) {
+    /** What one run of N streams gave: failures, time to first token (mean, max) and per-stream decode rate (mean). */
+    record Run(int failed, double ttftMean, double ttftMax, double decodeMean) {
+    }
+
+    /** Submits the streams at once; each one's first token and last token are timed as they arrive. */
+    private static Run run(ContinuousBatchingEngine engine, LoadedModel model, int streams, int prompt, int output) throws InterruptedException {
         SplittableRandom random = new SplittableRandom(streams * 31L + prompt);
         int vocab = model.spec().vocabSize();
         SamplingParams params = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, output, 0, true, List.of(), List.of(), false, true, null);
@@ -94,16 +101,38 @@ public final class MemoryUnderLoadBench {
             requests.add(new GenerationRequest("m-" + i, ids, params));
         }
         AtomicInteger failed = new AtomicInteger();
+        long[] first = new long[streams], last = new long[streams];
+        int[] tokens = new int[streams];
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(streams);
+        long submitted = System.nanoTime();
         List<Multi<TokenEvent>> all = engine.generateAll(requests);
-        for (Multi<TokenEvent> m : all) {
-            try {
-                m.collect().asList().await().atMost(Duration.ofMinutes(30));
-            } catch (RuntimeException e) {
+        for (int i = 0; i < streams; i++) {
+            int k = i;
+            all.get(i).subscribe().with(e -> {
+                long now = System.nanoTime();
+                if (first[k] == 0) first[k] = now;
+                last[k] = now;
+                tokens[k]++;
+            }, f -> {
                 failed.incrementAndGet();
-                System.out.println("failed: " + e.getMessage());
+                System.out.println("failed: " + f.getMessage());
+                done.countDown();
+            }, done::countDown);
+        }
+        done.await(30, java.util.concurrent.TimeUnit.MINUTES);
+        double ttftSum = 0, ttftMax = 0, rateSum = 0;
+        int rated = 0;
+        for (int i = 0; i < streams; i++) {
+            if (first[i] == 0) continue;
+            double ttft = (first[i] - submitted) / 1e9;
+            ttftSum += ttft;
+            ttftMax = Math.max(ttftMax, ttft);
+            if (tokens[i] > 1 && last[i] > first[i]) {
+                rateSum += (tokens[i] - 1) / ((last[i] - first[i]) / 1e9);
+                rated++;
             }
         }
-        return failed.get();
+        return new Run(failed.get(), ttftSum / Math.max(1, streams - failed.get()), ttftMax, rated == 0 ? 0 : rateSum / rated);
     }
 
     private static long direct() {

@@ -47,7 +47,7 @@ class MemoryLimitIT {
                 // more batch slots than the KV budget fills: memory, not the slots, decides who waits
                 "ORTSERVE_ENGINE_MAX_SEQUENCES", "32",
                 "ORTSERVE_ENGINE_KV_CACHE_BYTES", Long.toString(KV),
-                "MALLOC_MMAP_THRESHOLD_", "1048576")); // as the images start it: freed KV leaves the resident set (docs/deployment.md)
+                "MALLOC_MMAP_THRESHOLD_", "65536")); // as the images start it: freed KV leaves the resident set (docs/deployment.md)
         long besides;
         try (PackagedApp probe = PackagedApp.start("memory-probe", env)) {
             String metrics = get(probe, "/q/metrics");

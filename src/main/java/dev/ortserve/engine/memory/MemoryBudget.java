@@ -136,7 +136,7 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
     public String mallocWarning(ProcessMemory memory, java.util.Map<String, String> environment) {
         if (limitSource.startsWith("the host") || !memory.mallocKeepsFreedBuffers(environment)) return null;
         return "glibc's malloc may keep freed KV buffers resident beyond the KV budget (its mmap threshold rises with each freed "
-                + "buffer): start the JVM with MALLOC_MMAP_THRESHOLD_=1048576 in its environment, as the images and the README's command "
+                + "buffer): start the JVM with MALLOC_MMAP_THRESHOLD_=65536 in its environment, as the images and the README's command "
                 + "do, so that the resident set follows the KV";
     }
 

@@ -50,15 +50,15 @@ class MemoryBudgetTest {
     void mallocKeepsFreedBuffersUnlessItsMmapThresholdIsFixed() throws IOException {
         ProcessMemory linux = memory("0::/\n", STATUS, MEMINFO);
         assertEquals(true, linux.mallocKeepsFreedBuffers(java.util.Map.of()));
-        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "1048576")));
-        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=1048576")));
+        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "65536")));
+        assertEquals(false, linux.mallocKeepsFreedBuffers(java.util.Map.of("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")));
         assertEquals(true, linux.mallocKeepsFreedBuffers(java.util.Map.of("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")));
         assertEquals(false, new ProcessMemory(tmp.resolve("no-proc"), tmp.resolve("cgroup")).mallocKeepsFreedBuffers(java.util.Map.of()),
                 "no /proc: not Linux, not glibc's");
         // said at a start under a limit, not where the limit is the host's available memory
         MemoryBudget.Request request = new MemoryBudget.Request(64 * GIB, -1, 8 * GIB, 64 * MIB, 256 * MIB);
-        assertTrue(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of()).contains("MALLOC_MMAP_THRESHOLD_=1048576"));
-        assertNull(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "1048576")));
+        assertTrue(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of()).contains("MALLOC_MMAP_THRESHOLD_=65536"));
+        assertNull(MemoryBudget.split(linux, request).mallocWarning(linux, java.util.Map.of("MALLOC_MMAP_THRESHOLD_", "65536")));
         assertNull(MemoryBudget.split(linux, new MemoryBudget.Request(0, -1, 8 * GIB, 64 * MIB, 256 * MIB)).mallocWarning(linux, java.util.Map.of()));
     }
 
