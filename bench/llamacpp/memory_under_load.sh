@@ -7,7 +7,8 @@
 # (VmHWM), failed requests, seconds, time to first token (from the submission of all; mean, max) and each stream's decode
 # rate (first token to last, averaged), the columns of MemoryUnderLoadBench.
 #
-#   bench/llamacpp/memory_under_load.sh LLAMA_CPP_BIN_DIR MODEL.gguf CACHE_TYPE(f32|f16) STREAMS [PYTHON=python3] [THREADS=nproc]
+#   [EXTRA="--cache-ram 0"] bench/llamacpp/memory_under_load.sh LLAMA_CPP_BIN_DIR MODEL.gguf CACHE_TYPE(f32|f16) STREAMS [PYTHON=python3] [THREADS=nproc]
+# EXTRA: more llama-server arguments (--cache-ram 0 turns off its host-memory prompt cache, 8 GiB by default).
 set -euo pipefail
 BIN=$1 GGUF=$2 TYPE=$3 N=$4 PY=${5:-python3} T=${6:-$(nproc)}
 per_token=$((28 * 2 * 8 * 128))   # qwen3-0.6b: layers x (K, V) x KV heads x head dim
@@ -16,7 +17,7 @@ ctx=$(( (1 << 30) / per_token ))
 np=$(( ctx / 1632 )); [ "$np" -gt "$N" ] && np=$N
 port=$((19000 + RANDOM % 1000))
 log=$(mktemp)
-"$BIN/llama-server" -m "$GGUF" -t "$T" -c "$ctx" -np "$np" -ctk "$TYPE" -ctv "$TYPE" --host 127.0.0.1 --port "$port" > "$log" 2>&1 &
+"$BIN/llama-server" -m "$GGUF" -t "$T" -c "$ctx" -np "$np" -ctk "$TYPE" -ctv "$TYPE" --host 127.0.0.1 --port "$port" ${EXTRA:-} > "$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2> /dev/null || true' EXIT
 until curl -sf "http://127.0.0.1:$port/health" > /dev/null; do
@@ -60,4 +61,4 @@ print(f"{failed[0]} {seconds:.1f} {sum(ttft) / max(1, len(ttft)):.2f} {max(ttft,
 PY
 )
 peak=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$pid/status")
-echo "llama.cpp $(basename "$GGUF" .gguf) $TYPE -c${ctx}_-np$np $N 1600 $ready $peak $result"
+extra=${EXTRA:-}; echo "llama.cpp $(basename "$GGUF" .gguf) $TYPE -c${ctx}_-np$np${extra:+_${extra// /_}} $N 1600 $ready $peak $result"
