@@ -600,12 +600,16 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         PendingKv own = s.pending;
         if (own == null || !own.own() || own.span < s.prompt.length) {
             PendingKv grown = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length));
-            if (own != null) {
-                for (int l = 0; l < spec.layers(); l++) {
+            try {
+                // a past that is not the sequence's own (not made here today: cached prefixes are assembled into own buffers)
+                for (int l = 0; own != null && l < spec.layers(); l++) {
                     for (int kind = 0; kind < 2; kind++) {
                         KvBlock.moveRow(spec, own.read(l, kind), own.row, own.span, grown.data(l, kind), 0, grown.span, s.length);
                     }
                 }
+            } catch (RuntimeException e) {
+                grown.close();
+                throw e;
             }
             s.closePending();
             s.pending = own = grown;
