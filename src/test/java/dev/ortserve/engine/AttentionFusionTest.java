@@ -129,6 +129,10 @@ class AttentionFusionTest {
                 expected.add(ids);
             }
             assertEquals(expected, GraphRewriteTest.greedy(model, options, prompts, reference.get("max_tokens").asInt()));
+            // KV in place with prompts prefilled 3 tokens at a time, each chunk written into the sequence's own buffers
+            // (Gemma 3: chunks across its sliding window of 8), alone and batched
+            assertEquals(expected, GraphRewriteTest.greedy(model, options.withKvInPlace(true).withLimits(8, 64, 3), prompts,
+                    reference.get("max_tokens").asInt()), "in place, prefill chunks of 3");
         }
     }
 

@@ -14,7 +14,6 @@ import dev.ortserve.engine.TokenEvent;
 
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
-import dev.ortserve.engine.kv.KvBlock;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.speculative.SpeculativeOptions;
@@ -598,22 +597,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
      */
     private void prefillChunkInPlace(Sequence s, int n) throws OrtException {
         PendingKv own = s.pending;
-        if (own == null || !own.own() || own.span < s.prompt.length) {
-            PendingKv grown = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length));
-            try {
-                // a past that is not the sequence's own (not made here today: cached prefixes are assembled into own buffers)
-                for (int l = 0; own != null && l < spec.layers(); l++) {
-                    for (int kind = 0; kind < 2; kind++) {
-                        KvBlock.moveRow(spec, own.read(l, kind), own.row, own.span, grown.data(l, kind), 0, grown.span, s.length);
-                    }
-                }
-            } catch (RuntimeException e) {
-                grown.close();
-                throw e;
-            }
-            s.closePending();
-            s.pending = own = grown;
-        }
+        if (own == null) s.pending = own = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length));
+        // a cached prefix was assembled into own buffers of this span (start); a batched prefill finishes its prompts
+        if (!own.own()) throw new IllegalStateException("a prefill chunk in place over a past that is not the sequence's own");
         ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), own.span - n,
                 own.keys, own.values).withPresentInPast().withAdapter(s.adapter);
         try (DecoderRunner.Forward out = runner.run(pass)) {

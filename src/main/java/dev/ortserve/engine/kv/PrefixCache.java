@@ -5,7 +5,6 @@ import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.memory.NativeBuffers;
 
-import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
 
@@ -350,11 +349,11 @@ public final class PrefixCache {
             int kv = spec.kvHeads(), d = spec.headDim();
             for (int i = 0; i < fresh.size(); i++) {
                 Block b = fresh.get(i);
+                if (b.data[layer] == null) b.data[layer] = NativeBuffers.allocate(blockBytes / spec.layers());
                 int start = spec.alignment().start(span, length) + firstPosition.get(i);
                 for (int h = 0; h < kv; h++) {
                     int from = ((row * kv + h) * span + start) * d;
                     int to = offset(kind, h, 0);
-                    if (b.data[layer] == null) b.data[layer] = NativeBuffers.allocate(blockBytes / spec.layers());
                     if (src instanceof FloatBuffer f) {
                         b.data[layer].asFloatBuffer().put(to, f, from, BLOCK * d);
                     } else {
