@@ -33,6 +33,8 @@ final class LlamaOnnxWriter {
     private final SplittableRandom random;
     /** Attention as one com.microsoft GroupQueryAttention per layer (rotary inside it, no position_ids input). */
     private final boolean groupQueryAttention;
+    /** Every weight an int4 rewrite quantizes drawn onto the int4 grid (see {@link Int4Grid}). */
+    private final boolean int4Grid;
     private final GraphProto.Builder graph = GraphProto.newBuilder().setName("ortserve-llama");
     private int counter;
     /** Where weights go when written as external data (null: inside the model file). */
@@ -49,9 +51,15 @@ final class LlamaOnnxWriter {
      *                            function): the engine serves such a graph right-padded
      */
     LlamaOnnxWriter(ModelSize size, long seed, boolean groupQueryAttention) {
+        this(size, seed, groupQueryAttention, false);
+    }
+
+    /** @param int4Grid snap the MatMul weights (and a tied embedding) onto the int4 grid as drawn ({@link Int4Grid}) */
+    LlamaOnnxWriter(ModelSize size, long seed, boolean groupQueryAttention, boolean int4Grid) {
         this.size = size;
         this.random = new SplittableRandom(seed);
         this.groupQueryAttention = groupQueryAttention;
+        this.int4Grid = int4Grid;
     }
 
     /**
@@ -118,7 +126,7 @@ final class LlamaOnnxWriter {
         String cos5 = node("Unsqueeze", "cos5", null, cos, constIs("ax12", 1, 2));
         String sin5 = node("Unsqueeze", "sin5", null, sin, constIs("ax12b", 1, 2));
 
-        String x = node("Gather", "embed", null, initNormal("embed_tokens", 0.02f, size.vocabSize, h), "input_ids");
+        String x = node("Gather", "embed", null, embedding(h), "input_ids");
         for (int l = 0; l < size.layers; l++) {
             String pre = "l" + l + ".";
             String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
@@ -165,7 +173,7 @@ final class LlamaOnnxWriter {
         String cosCache = init("cos_cache", cosHalf, size.maxPositions, d / 2);
         String sinCache = init("sin_cache", sinHalf, size.maxPositions, d / 2);
 
-        String x = node("Gather", "embed", null, initNormal("embed_tokens", 0.02f, size.vocabSize, h), "input_ids");
+        String x = node("Gather", "embed", null, embedding(h), "input_ids");
         for (int l = 0; l < size.layers; l++) {
             String pre = "l" + l + ".";
             String hIn = rmsNorm(pre + "in_norm", x, epsF, h);
@@ -200,7 +208,7 @@ final class LlamaOnnxWriter {
         float endBias = size.endOfTurnBias();
         graph.addNode(NodeProto.newBuilder().setOpType("MatMul").setName("lm_head").addInput(last)
                 .addInput(size.tiedEmbeddings ? node("Transpose", "embed_tokens_t", a -> a.addAttribute(ints("perm", 1, 0)), "embed_tokens")
-                        : initNormal("lm_head.weight", 0.02f, h, size.vocabSize)).addOutput(endBias == 0 ? "logits" : "lm_head_logits"));
+                        : initNormal("lm_head.weight", 0.02f, int4Grid ? size.vocabSize : 0, h, size.vocabSize)).addOutput(endBias == 0 ? "logits" : "lm_head_logits"));
         if (endBias != 0) {
             // a logit bias on <|im_end|> after the head (an Add the last-position rewrite passes through)
             float[] bias = new float[size.vocabSize];
@@ -235,7 +243,13 @@ final class LlamaOnnxWriter {
     }
 
     private String matmul(String name, String x, int in, int out) {
-        return node("MatMul", name + ".proj", null, x, initNormal(name + ".weight", 0.02f, in, out));
+        return node("MatMul", name + ".proj", null, x, initNormal(name + ".weight", 0.02f, int4Grid ? out : 0, in, out));
+    }
+
+    /** The token embedding [vocab, hidden]; a tied head reads it transposed, so its blocks run along each row. */
+    private String embedding(int h) {
+        if (int4Grid && size.tiedEmbeddings && h % Int4Grid.BLOCK != 0) throw new IllegalArgumentException("hidden " + h + " is not whole int4 blocks");
+        return initNormal("embed_tokens", 0.02f, int4Grid && size.tiedEmbeddings ? 1 : 0, size.vocabSize, h);
     }
 
     static float[][] ropeTables(int d, int maxPositions) {
@@ -275,13 +289,24 @@ final class LlamaOnnxWriter {
 
     /** A normal(0, std) weight, drawn and written in chunks (same values as one draw: chunks are even). */
     private String initNormal(String name, float std, long... dims) {
+        return initNormal(name, std, 0, dims);
+    }
+
+    /**
+     * @param gridStride 0: as drawn; else each block of {@link Int4Grid#BLOCK} values {@code gridStride} apart
+     *                   is snapped onto the int4 grid (chunks are then whole blocks: the same draws, snapped)
+     */
+    private String initNormal(String name, float std, int gridStride, long... dims) {
         long n = 1;
         for (long dim : dims) n *= dim;
         long total = n;
+        int span = Int4Grid.BLOCK * Math.max(1, gridStride);
+        int chunkLength = gridStride == 0 ? CHUNK : Math.max(1, CHUNK / span) * span;
         return tensor(name, dims, out -> {
-            ByteBuffer chunk = ByteBuffer.allocate(4 * CHUNK).order(ByteOrder.LITTLE_ENDIAN);
-            for (long done = 0; done < total; done += CHUNK) {
-                float[] values = normal((int) Math.min(CHUNK, total - done), std);
+            ByteBuffer chunk = ByteBuffer.allocate(4 * chunkLength).order(ByteOrder.LITTLE_ENDIAN);
+            for (long done = 0; done < total; done += chunkLength) {
+                float[] values = normal((int) Math.min(chunkLength, total - done), std);
+                if (gridStride > 0) Int4Grid.snap(values, gridStride);
                 chunk.clear();
                 chunk.asFloatBuffer().put(values);
                 out.write(chunk.array(), 0, 4 * values.length);

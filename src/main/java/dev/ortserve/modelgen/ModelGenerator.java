@@ -135,6 +135,15 @@ public final class ModelGenerator {
      *                     models over 2 GB are stored), streamed as they are drawn
      */
     public static Path generate(ModelSize size, long seed, Path outputDir, boolean groupQueryAttention, boolean externalData) throws IOException {
+        return generate(size, seed, outputDir, groupQueryAttention, externalData, false);
+    }
+
+    /**
+     * @param int4Grid the weights the int4 rewrite quantizes drawn onto its grid ({@link Int4Grid}): the same draws,
+     *                 snapped, so an int4 copy of the model agrees with it as a trained model's would
+     */
+    public static Path generate(ModelSize size, long seed, Path outputDir, boolean groupQueryAttention, boolean externalData,
+                                boolean int4Grid) throws IOException {
         long start = System.nanoTime();
         Path parent = outputDir.toAbsolutePath().getParent();
         Files.createDirectories(parent);
@@ -145,14 +154,14 @@ public final class ModelGenerator {
             if (externalData) {
                 ai.onnx.proto.OnnxMl.ModelProto model;
                 try (OutputStream data = Files.newOutputStream(tmp.resolve(EXTERNAL_DATA))) {
-                    model = new LlamaOnnxWriter(size, seed, groupQueryAttention).build(data, EXTERNAL_DATA);
+                    model = new LlamaOnnxWriter(size, seed, groupQueryAttention, int4Grid).build(data, EXTERNAL_DATA);
                 }
                 try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
                     model.writeTo(out);
                 }
             } else {
                 try (OutputStream out = Files.newOutputStream(tmp.resolve("model.onnx"))) {
-                    new LlamaOnnxWriter(size, seed, groupQueryAttention).build().writeTo(out);
+                    new LlamaOnnxWriter(size, seed, groupQueryAttention, int4Grid).build().writeTo(out);
                 }
             }
             JSON.writeValue(tmp.resolve("config.json").toFile(), config(size));
@@ -258,15 +267,17 @@ public final class ModelGenerator {
 
     public static void main(String[] args) throws IOException {
         // --gqa: the GroupQueryAttention variant (same weights; see ensureGroupQueryAttention)
+        // --int4-grid: weights on the int4 rewrite's grid (see Int4Grid)
         boolean gqa = java.util.Arrays.asList(args).contains("--gqa");
-        args = java.util.Arrays.stream(args).filter(a -> !a.equals("--gqa")).toArray(String[]::new);
+        boolean int4Grid = java.util.Arrays.asList(args).contains("--int4-grid");
+        args = java.util.Arrays.stream(args).filter(a -> !a.equals("--gqa") && !a.equals("--int4-grid")).toArray(String[]::new);
         if (args.length < 2) {
-            System.err.println("usage: ModelGenerator <tiny|demo|agent|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed] [--gqa]");
+            System.err.println("usage: ModelGenerator <tiny|demo|agent|bench|wide|vocab128k|qwen3-0.6b> <output-dir> [seed] [--gqa] [--int4-grid]");
             System.exit(2);
         }
         long seed = args.length > 2 ? Long.parseLong(args[2]) : DEFAULT_SEED;
         ModelSize size = ModelSize.parse(args[0]);
-        Path out = generate(size, seed, Path.of(args[1]), gqa);
+        Path out = generate(size, seed, Path.of(args[1]), gqa, size.externalData(), int4Grid);
         System.out.printf("%s model: %,d parameters -> %s%n", size.id(), size.parameterCount(), out.toAbsolutePath());
     }
 }
