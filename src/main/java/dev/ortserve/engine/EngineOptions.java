@@ -174,19 +174,20 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
     /**
      * onnxruntime's working memory for the largest passes this engine runs, an estimate (its CPU arena keeps
      * the peak of every pass it ran): the logits (every position of an idle engine's batched prefill, at most
-     * 256 MB, or one per row when the head runs on the last position), the attention scores of one prefill
-     * chunk continuing at the end of the context ([chunk, heads, context] float32, counted at four query heads
-     * per KV head, as GroupQueryAttention's CPU kernel materializes them), and the layers' activations of the
-     * widest pass (counted at 16 KV-widths per token).
+     * 256 MB, or one per row when the head runs on the last position) and the layers' activations of the
+     * widest pass (counted at 16 KV-widths per token) are fixed; the attention scores of one prefill chunk at the
+     * end of the longest sequence ([chunk, heads, positions] float32, counted at four query heads per KV head, as
+     * GroupQueryAttention's CPU kernel materializes them) grow with its positions: the context, or what the KV
+     * budget holds ({@link dev.ortserve.engine.memory.MemoryBudget.Working}).
      */
-    public long workingBytes(DecoderSpec spec, boolean lastPositionLogits) {
+    public dev.ortserve.engine.memory.MemoryBudget.Working working(DecoderSpec spec, boolean lastPositionLogits) {
         long chunk = Math.max(1, prefillChunkTokens);
         long vocab = spec.vocabSize();
         long idlePass = Math.max(chunk, Math.min(chunk * maxSequences, lastPositionLogits ? Long.MAX_VALUE : (256L << 20) / (4 * vocab)));
         long logits = lastPositionLogits ? 4L * vocab * Math.max(maxSequences, 1) : Math.min(4L * vocab * idlePass, 256L << 20);
-        long attention = 4L * chunk * 4L * spec.kvHeads() * spec.maxModelLen();
         long activations = 4L * idlePass * 16L * spec.kvHeads() * spec.headDim();
-        return logits + attention + activations;
+        return new dev.ortserve.engine.memory.MemoryBudget.Working(logits + activations, 4L * chunk * 4L * spec.kvHeads(), spec.maxModelLen(),
+                spec.kvBytesPerToken());
     }
 
     /** Whether onnxruntime's intra-op threads spin at all. */

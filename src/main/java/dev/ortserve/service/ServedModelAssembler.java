@@ -148,7 +148,7 @@ final class ServedModelAssembler {
         int context = model.spec().maxModelLen();
         MemoryBudget.Request request = new MemoryBudget.Request(config.memoryLimit().map(MemorySize::asLongValue).orElse(0L),
                 options.kvCacheBytes(), perToken * options.maxSequences() * (long) context, perToken * Math.min(context, MIN_KV_TOKENS),
-                options.workingBytes(model.spec(), model.lastPositionLogits())).besides(otherKv, otherWorking);
+                options.working(model.spec(), model.lastPositionLogits())).besides(otherKv, otherWorking);
         MemoryBudget budget;
         try {
             budget = MemoryBudget.split(new ProcessMemory(), request);

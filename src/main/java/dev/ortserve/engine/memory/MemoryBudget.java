@@ -15,7 +15,9 @@ import java.util.Locale;
  * <li><b>heap growth</b>: what the JVM heap may still take beyond its committed part, up to its maximum
  * ({@code -Xmx}; without it the JVM takes a quarter of the machine);</li>
  * <li><b>onnxruntime working memory</b>: the intermediates of the largest pass the engine runs (bounded by the
- * prefill chunk and the batch; onnxruntime's arena keeps its peak), estimated by the caller;</li>
+ * prefill chunk and the batch; onnxruntime's arena keeps its peak), estimated by the caller as a fixed part and a
+ * part per position of the longest sequence ({@link Working}): the context, or as many positions as the KV budget
+ * holds when it holds fewer (no sequence is longer than its KV);</li>
  * <li><b>overhead</b>: a stated {@link #OVERHEAD} for what grows besides (threads' stacks, connections' buffers,
  * the tokenizer's and the JIT's native memory);</li>
  * <li><b>KV</b>: what is left, at most what the engine can use (max-sequences rows of the whole context),
@@ -44,11 +46,16 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
      *                        is a start error (a smaller configured KV budget is taken as it is)
      * @param working         onnxruntime's working memory for the largest pass
      */
-    public record Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working, long otherKv, long otherWorking) {
+    public record Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, Working working, long otherKv, long otherWorking) {
 
         /** One model in the process. */
-        public Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working) {
+        public Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, Working working) {
             this(configuredLimit, configuredKv, kvUsable, kvMinimum, working, 0, 0);
+        }
+
+        /** One model in the process, its working memory the same at any length. */
+        public Request(long configuredLimit, long configuredKv, long kvUsable, long kvMinimum, long working) {
+            this(configuredLimit, configuredKv, kvUsable, kvMinimum, Working.constant(working));
         }
 
         /**
@@ -57,6 +64,36 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
          */
         public Request besides(long otherKv, long otherWorking) {
             return new Request(configuredLimit, configuredKv, kvUsable, kvMinimum, working, otherKv, otherWorking);
+        }
+    }
+
+    /**
+     * onnxruntime's working memory: {@code fixed} bytes plus {@code perPosition} bytes for each position of the longest
+     * sequence (a prefill chunk's attention scores at its end), which is the context, or fewer when the KV budget
+     * holds fewer positions ({@code kvPerToken} bytes each).
+     */
+    public record Working(long fixed, long perPosition, int context, long kvPerToken) {
+
+        public static Working constant(long bytes) {
+            return new Working(bytes, 0, 0, 1);
+        }
+
+        /** At the whole context. */
+        public long atMost() {
+            return fixed + perPosition * context;
+        }
+
+        /** Beside a KV budget of {@code kv} bytes: the longest sequence is as long as the context or as that KV. */
+        public long beside(long kv) {
+            return fixed + perPosition * Math.min(context, kv / kvPerToken);
+        }
+
+        /** The most KV that fits {@code room} together with the working memory it allows (0 if none). */
+        long kvWithin(long room) {
+            long wholeContext = room - atMost();
+            if (wholeContext >= (long) context * kvPerToken) return wholeContext;
+            // kv + perPosition * kv / kvPerToken <= room - fixed
+            return Math.max(0, (long) ((room - fixed) * ((double) kvPerToken / (kvPerToken + perPosition))));
         }
     }
 
@@ -93,21 +130,24 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
             limitSource = "the host's available memory and this process's";
         }
         long heapGrowth = Math.max(0, ProcessMemory.maxHeap() - ProcessMemory.committedHeap());
-        long rest = limit - resident - heapGrowth - request.working() - OVERHEAD - request.otherKv() - request.otherWorking();
+        // what the KV and the working memory it allows share
+        long room = limit - resident - heapGrowth - OVERHEAD - request.otherKv() - request.otherWorking();
+        Working working = request.working();
+        long fits = working.kvWithin(room);
         List<String> warnings = new ArrayList<>();
         long kv;
         String kvSource;
         if (request.configuredKv() >= 0) {
             kv = request.configuredKv();
             kvSource = "ORTSERVE_ENGINE_KV_CACHE_BYTES";
-            if (kv > rest) {
+            if (kv > fits) {
                 warnings.add(String.format(Locale.ROOT, "ORTSERVE_ENGINE_KV_CACHE_BYTES=%s does not fit the memory limit (%s): capped to the %s left",
-                        mib(kv), mib(limit), mib(Math.max(rest, 0))));
-                kv = Math.max(rest, 0);
+                        mib(kv), mib(limit), mib(fits)));
+                kv = fits;
                 kvSource += ", capped to the limit";
             }
         } else {
-            kv = Math.min(request.kvUsable(), Math.max(rest, 0));
+            kv = Math.min(request.kvUsable(), fits);
             kvSource = kv == request.kvUsable() ? "what max-sequences rows of the whole context take" : "the rest of the limit";
         }
         long maxDirect = ProcessMemory.maxDirect() - 2 * request.otherKv();
@@ -118,10 +158,10 @@ public record MemoryBudget(long limit, String limitSource, long resident, long h
             kv = maxDirect / 2;
             kvSource += ", capped to half of -XX:MaxDirectMemorySize";
         }
-        MemoryBudget budget = new MemoryBudget(limit, limitSource, resident, heapGrowth, request.working(), OVERHEAD, kv, kvSource, maxDirect,
+        MemoryBudget budget = new MemoryBudget(limit, limitSource, resident, heapGrowth, working.beside(kv), OVERHEAD, kv, kvSource, maxDirect,
                 request.otherKv() + request.otherWorking(),
                 List.copyOf(warnings));
-        if (rest < request.kvMinimum() && kv < request.kvMinimum()) {
+        if (fits < request.kvMinimum() && kv < request.kvMinimum()) {
             throw new DoesNotFitException(String.format(Locale.ROOT, "The memory budget does not hold the model and the least KV (%s): %s; "
                     + "raise the limit, lower the JVM's heap (-Xmx) or the context (ORTSERVE_ENGINE_MAX_MODEL_LEN)",
                     mib(request.kvMinimum()), budget.describe()));

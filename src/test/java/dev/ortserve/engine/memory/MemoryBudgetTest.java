@@ -123,6 +123,34 @@ class MemoryBudgetTest {
         assertTrue(b.limitSource().contains("host"), b.limitSource());
     }
 
+    /**
+     * A prefill chunk's attention scores grow with the longest sequence, and no sequence is longer than the positions the
+     * KV budget holds: working memory is counted at those positions (or at the whole context when the KV holds more),
+     * and the KV with the working memory it allows fill the limit.
+     */
+    @Test
+    void workingMemoryIsCountedAtTheLongestSequenceTheKvHolds() throws IOException {
+        ProcessMemory m = memory("", STATUS, MEMINFO);
+        // 1 MiB of KV and 256 KiB of attention scores per position, 100 MiB fixed, a context of 4,096 positions
+        MemoryBudget.Working w = new MemoryBudget.Working(100 * MIB, 256 * 1024, 4096, MIB);
+        long base = 2 * GIB + heapGrowth() + MemoryBudget.OVERHEAD;
+        MemoryBudget configured = MemoryBudget.split(m, new MemoryBudget.Request(base + 8 * GIB, 1000 * MIB, 100 * GIB, MIB, w));
+        assertEquals(1000 * MIB, configured.kv());
+        assertEquals(350 * MIB, configured.working(), "1,000 positions, not the context's 4,096 (1,124 MiB)");
+        // derived: 1,350 MiB for both -> 1,000 positions of KV and their 350 MiB of working memory
+        MemoryBudget derived = MemoryBudget.split(m, new MemoryBudget.Request(base + 1350 * MIB, -1, 100 * GIB, MIB, w));
+        assertEquals(1000 * MIB, derived.kv(), 2 * MIB, derived.describe());
+        assertTrue(derived.unassigned() >= 0 && derived.unassigned() < 2 * MIB, derived.describe());
+        // a KV budget that holds more than the context (1,500 positions of a 1,024-position context): working memory at the context
+        MemoryBudget.Working shortContext = new MemoryBudget.Working(100 * MIB, 256 * 1024, 1024, MIB);
+        MemoryBudget large = MemoryBudget.split(m, new MemoryBudget.Request(base + 8 * GIB, -1, 1500 * MIB, MIB, shortContext));
+        assertEquals(1500 * MIB, large.kv(), large.describe());
+        assertEquals(100 * MIB + 256 * MIB, large.working());
+        // too little for the least KV beside its working memory: a start error, as before
+        assertThrows(MemoryBudget.DoesNotFitException.class,
+                () -> MemoryBudget.split(m, new MemoryBudget.Request(base + 110 * MIB, -1, 100 * GIB, 16 * MIB, w)));
+    }
+
     @Test
     void aConfiguredKvBudgetThatDoesNotFitIsCappedWithAWarning() throws IOException {
         ProcessMemory m = memory("", STATUS, MEMINFO);
