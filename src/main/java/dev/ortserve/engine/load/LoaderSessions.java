@@ -97,12 +97,19 @@ final class LoaderSessions {
         }
     }
 
+    /** System property: the path prefix of onnxruntime's profile files (docs/benchmarks.md); unset, no profiling. */
+    static final String PROFILE_PROPERTY = "ortserve.bench.ort-profile";
+
     /** The session options the engine's sessions are made with (threads, spinning, execution provider). */
     static OrtSession.SessionOptions options(EngineOptions options) throws OrtException {
         OrtSession.SessionOptions so = new OrtSession.SessionOptions();
         so.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
         so.setIntraOpNumThreads(Math.max(1, options.intraOpThreads()));
         so.setInterOpNumThreads(1);
+        // benchmarks only: onnxruntime's profiler on every session (one JSON file per session, written when it closes;
+        // bench/profile/steps_by_shape.py sums its kernels by pass shape)
+        String profile = System.getProperty(PROFILE_PROPERTY);
+        if (profile != null) so.enableProfiling(profile);
         // onnxruntime's graph optimizer logs a warning per initializer it drops (339 "Removing initializer"
         // lines for a 28-layer export): notes on the graph, not problems. Errors still print.
         so.setSessionLogLevel(ai.onnxruntime.OrtLoggingLevel.ORT_LOGGING_LEVEL_ERROR);
