@@ -54,4 +54,7 @@ run plain
 run ngram-simple --spec-type ngram-simple
 run ngram-map-k --spec-type ngram-map-k
 run ngram-cache --spec-type ngram-cache
-run draft-Q4_0 -md "$Q4" -ngld 0 -td "$T"
+# a draft model drafts only with --spec-type draft-simple (-md alone loads it and drafts nothing: its responses say
+# "speculative.types": "none"); llama.cpp's default draft length is 3, ortserve's 8
+run draft-Q4_0 -md "$Q4" --spec-type draft-simple -ngld 0 -td "$T"
+run draft-Q4_0-n8 -md "$Q4" --spec-type draft-simple --spec-draft-n-max 8 -ngld 0 -td "$T"
