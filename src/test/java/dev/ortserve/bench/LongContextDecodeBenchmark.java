@@ -80,7 +80,7 @@ class LongContextDecodeBenchmark {
         String name = (MODEL != null ? dir.getFileName().toString() : SIZE.id()) + (OPTIMUM
                 ? ", Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : MODEL != null ? "" : " GroupQueryAttention variant");
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
-                .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(false).withKvCacheDtype(KV_DTYPE),
+                .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(!OPTIMUM && !Boolean.getBoolean("bench.no-attention-rewrites")).withKvCacheDtype(KV_DTYPE),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"

@@ -157,9 +157,9 @@ class BuilderExportTest {
         List<Integer> first = new ArrayList<>();
         try (LoadedModel model = ModelLoader.load(DIR.resolve("optimum-fp16"), options);
              GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
-            // in float16 too: the attention fused (its scale a float16 constant), q/k/v and gate/up packed, the 9 MatMuls left
+            // in float16 too: the attention fused (its scale a float16 constant, then moved onto the query as one), q/k/v and gate/up packed, the 9 MatMuls left
             // quantized, the norms fused (transformers' casts to float32 and back inside them)
-            assertEquals(List.of(AttentionFusionTest.fusedLayers(2), GraphRewriter.LAST_POSITION_LOGITS, GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)",
+            assertEquals(List.of(AttentionFusionTest.fusedLayers(2), GraphRewriter.QUERY_SCALE + " (2 GroupQueryAttention)", GraphRewriter.LAST_POSITION_LOGITS, GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)",
                     precision.name().toLowerCase() + " weights (9 MatMuls)", "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
             for (JsonNode ref : reference.get("refs")) {
                 int[] prompt = model.tokenizer().encode(ref.get("prompt").asText());

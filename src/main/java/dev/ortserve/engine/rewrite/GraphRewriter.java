@@ -41,12 +41,14 @@ public final class GraphRewriter {
     static final String ATTENTION_MASK = "attention_mask";
     /** What the float16 KV rewrite is listed as among the applied rewrites (followed by the nodes it moved). */
     public static final String HALF_KV = HalfKv.APPLIED;
+    /** What moving each GroupQueryAttention's scale onto its query is listed as among the applied rewrites. */
+    public static final String QUERY_SCALE = QueryScale.APPLIED;
     /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
     public static final String LORA_INPUTS = LoraInputs.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "8"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion; 8: a right-padded head gathers any number of columns per row (speculative verification)
+    static final String VERSION = "9"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion; 8: a right-padded head gathers any number of columns per row (speculative verification); 9: GroupQueryAttention's scale on its query (QueryScale)
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came
@@ -113,6 +115,10 @@ public final class GraphRewriter {
             } else {
                 skipped.add(GroupQueryAttentionFusion.APPLIED + ": " + o.reason());
             }
+            // fused or exported: onnxruntime's CPU kernel reads a decode step's keys without packing them only at scale 1
+            QueryScale.Outcome q = QueryScale.apply(g);
+            if (q.nodes() > 0) applied.add(QUERY_SCALE + " (" + q.nodes() + " GroupQueryAttention)");
+            else skipped.add(QUERY_SCALE + ": " + q.reason());
         }
         if (options.lastPositionLogits()) {
             String why = LastPositionLogits.apply(g, logitsName, rightPadded);
