@@ -99,6 +99,8 @@ final class LoaderSessions {
 
     /** System property: the path prefix of onnxruntime's profile files (docs/benchmarks.md); unset, no profiling. */
     static final String PROFILE_PROPERTY = "ortserve.bench.ort-profile";
+    /** System property: true turns onnxruntime's CPU arena off (a memory measurement, docs/benchmarks.md); unset, the arena is on. */
+    static final String NO_ARENA_PROPERTY = "ortserve.bench.no-arena";
 
     /** The session options the engine's sessions are made with (threads, spinning, execution provider). */
     static OrtSession.SessionOptions options(EngineOptions options) throws OrtException {
@@ -110,6 +112,8 @@ final class LoaderSessions {
         // bench/profile/steps_by_shape.py sums its kernels by pass shape)
         String profile = System.getProperty(PROFILE_PROPERTY);
         if (profile != null) so.enableProfiling(profile);
+        // benchmarks only: onnxruntime's CPU arena off (docs/benchmarks.md: int4 at 16 streams, peak RSS against decode rate)
+        if (Boolean.getBoolean(NO_ARENA_PROPERTY)) so.setCPUArenaAllocator(false);
         // onnxruntime's graph optimizer logs a warning per initializer it drops (339 "Removing initializer"
         // lines for a 28-layer export): notes on the graph, not problems. Errors still print.
         so.setSessionLogLevel(ai.onnxruntime.OrtLoggingLevel.ORT_LOGGING_LEVEL_ERROR);
