@@ -91,7 +91,17 @@ final class Graph {
         return -1;
     }
 
-    int consumers(String name) {
+    /** The indexes of the nodes of one op type in one domain, in node order. */
+    List<Integer> nodesOf(String domain, String opType) {
+        List<Integer> out = new java.util.ArrayList<>();
+        for (int i = 0; i < graph.getNodeCount(); i++) {
+            NodeProto n = graph.getNode(i);
+            if (n.getOpType().equals(opType) && n.getDomain().equals(domain)) out.add(i);
+        }
+        return out;
+    }
+
+        int consumers(String name) {
         int count = 0;
         for (NodeProto n : graph.getNodeList()) {
             for (String in : n.getInputList()) if (in.equals(name)) count++;

@@ -41,11 +41,7 @@ final class HalfKv {
     }
 
     static Outcome apply(Graph g) {
-        List<Integer> nodes = new ArrayList<>();
-        for (int i = 0; i < g.graph.getNodeCount(); i++) {
-            NodeProto n = g.graph.getNode(i);
-            if (n.getOpType().equals("GroupQueryAttention") && n.getDomain().equals("com.microsoft")) nodes.add(i);
-        }
+        List<Integer> nodes = g.nodesOf("com.microsoft", "GroupQueryAttention");
         if (nodes.isEmpty()) return new Outcome(0, "the graph has no GroupQueryAttention (explicit attention: its KV stays as exported)");
         Map<String, Integer> inputs = new HashMap<>(), outputs = new HashMap<>();
         for (int i = 0; i < g.graph.getInputCount(); i++) inputs.put(g.graph.getInput(i).getName(), i);

@@ -41,11 +41,7 @@ final class QueryScale {
     }
 
     static Outcome apply(Graph g) {
-        List<Integer> nodes = new ArrayList<>();
-        for (int i = 0; i < g.graph.getNodeCount(); i++) {
-            NodeProto n = g.graph.getNode(i);
-            if (n.getOpType().equals("GroupQueryAttention") && n.getDomain().equals("com.microsoft")) nodes.add(i);
-        }
+        List<Integer> nodes = g.nodesOf("com.microsoft", "GroupQueryAttention");
         if (nodes.isEmpty()) return new Outcome(0, "the graph has no GroupQueryAttention");
         // check every node first: all of them or none
         List<float[]> factors = new ArrayList<>();
