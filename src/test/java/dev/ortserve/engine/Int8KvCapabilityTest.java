@@ -6,8 +6,6 @@ import ai.onnx.proto.OnnxMl.ModelProto;
 import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.OperatorSetIdProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
-import ai.onnx.proto.OnnxMl.TensorShapeProto;
-import ai.onnx.proto.OnnxMl.TypeProto;
 import ai.onnx.proto.OnnxMl.ValueInfoProto;
 import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
@@ -23,6 +21,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
+import static dev.ortserve.engine.attention.GqaGraph.ints;
+import static dev.ortserve.engine.attention.GqaGraph.value;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
@@ -84,17 +84,6 @@ class Int8KvCapabilityTest {
         float[] v = new float[n];
         Arrays.fill(v, value);
         return OnnxTensor.createTensor(env, FloatBuffer.wrap(v), shape);
-    }
-
-    private static ValueInfoProto value(String name, int type, long... dims) {
-        TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
-        for (long d : dims) shape.addDim(TensorShapeProto.Dimension.newBuilder().setDimValue(d));
-        return ValueInfoProto.newBuilder().setName(name)
-                .setType(TypeProto.newBuilder().setTensorType(TypeProto.Tensor.newBuilder().setElemType(type).setShape(shape))).build();
-    }
-
-    private static AttributeProto ints(String name, long v) {
-        return AttributeProto.newBuilder().setName(name).setType(AttributeProto.AttributeType.INT).setI(v).build();
     }
 
     private static AttributeProto text(String name, String v) {

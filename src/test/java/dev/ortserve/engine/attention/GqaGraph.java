@@ -44,14 +44,15 @@ public final class GqaGraph {
                 .addOpsetImport(OperatorSetIdProto.newBuilder().setDomain("com.microsoft").setVersion(1)).build();
     }
 
-    private static ValueInfoProto value(String name, int type, long... dims) {
+    /** A graph input or output of a fixed shape. */
+    public static ValueInfoProto value(String name, int type, long... dims) {
         TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
         for (long d : dims) shape.addDim(TensorShapeProto.Dimension.newBuilder().setDimValue(d));
         return ValueInfoProto.newBuilder().setName(name)
                 .setType(TypeProto.newBuilder().setTensorType(TypeProto.Tensor.newBuilder().setElemType(type).setShape(shape))).build();
     }
 
-    private static AttributeProto ints(String name, long v) {
+    public static AttributeProto ints(String name, long v) {
         return AttributeProto.newBuilder().setName(name).setType(AttributeProto.AttributeType.INT).setI(v).build();
     }
 
