@@ -101,7 +101,7 @@ final class Graph {
         return out;
     }
 
-        int consumers(String name) {
+    int consumers(String name) {
         int count = 0;
         for (NodeProto n : graph.getNodeList()) {
             for (String in : n.getInputList()) if (in.equals(name)) count++;

@@ -4,7 +4,6 @@ import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
 import ai.onnx.proto.OnnxMl.ValueInfoProto;
 
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
