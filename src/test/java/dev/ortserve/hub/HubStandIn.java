@@ -41,7 +41,28 @@ public final class HubStandIn implements AutoCloseable {
     /** Files at or above this size are served as LFS files (sha256 ETag), like the Hub's LFS/Xet files. */
     static final int LFS_THRESHOLD = 10_000;
 
-    private record Repo(String commit, Map<String, byte[]> files, String token) { }
+    /**
+     * A published repository; its files' git blob ids and (for LFS-sized files) sha256 digests are
+     * computed once when it is published, as the Hub stores them, so that no request handler hashes
+     * 90 MB while the client's request timeout runs (a cold, interpreted SHA-256 on a loaded 2-core
+     * CI machine took longer than the 20 s timeout).
+     */
+    private record Repo(String commit, Map<String, byte[]> files, String token, Map<String, String> blobIds, Map<String, String> sha256s) {
+        static Repo of(String commit, Map<String, byte[]> files, String token) {
+            Map<String, String> blobIds = new TreeMap<>();
+            Map<String, String> sha256s = new TreeMap<>();
+            files.forEach((name, bytes) -> {
+                blobIds.put(name, gitBlobId(bytes));
+                if (bytes.length >= LFS_THRESHOLD) sha256s.put(name, sha256(bytes));
+            });
+            return new Repo(commit, new TreeMap<>(files), token, blobIds, sha256s);
+        }
+
+        /** The ETag the Hub sends for a file: the sha256 of an LFS file, else the git blob id. */
+        String etag(String name) {
+            return sha256s.getOrDefault(name, blobIds.get(name));
+        }
+    }
 
     private final HttpServer server;
     private final ObjectMapper json = new ObjectMapper();
@@ -72,7 +93,7 @@ public final class HubStandIn implements AutoCloseable {
 
     /** Publishes {@code files} (path in the repo to contents) as {@code repo} at {@code commit} (main points to it); a non-null {@code token} makes it private. */
     public HubStandIn publish(String repo, String commit, Map<String, byte[]> files, String token) {
-        repos.put(repo, new Repo(commit, new TreeMap<>(files), token));
+        repos.put(repo, Repo.of(commit, files, token));
         return this;
     }
 
@@ -237,8 +258,8 @@ public final class HubStandIn implements AutoCloseable {
                 ObjectNode s = siblings.addObject();
                 s.put("rfilename", name);
                 s.put("size", bytes.length);
-                s.put("blobId", gitBlobId(bytes));
-                if (bytes.length >= LFS_THRESHOLD) s.putObject("lfs").put("sha256", sha256(bytes)).put("size", bytes.length).put("pointerSize", 134);
+                s.put("blobId", repo.blobIds().get(name));
+                if (bytes.length >= LFS_THRESHOLD) s.putObject("lfs").put("sha256", repo.sha256s().get(name)).put("size", bytes.length).put("pointerSize", 134);
             });
             send(ex, 200, json.writeValueAsString(body), Map.of());
         } else if (parts[2].equals("tree")) {
@@ -248,8 +269,8 @@ public final class HubStandIn implements AutoCloseable {
                 s.put("type", "file");
                 s.put("path", name);
                 s.put("size", bytes.length);
-                s.put("oid", gitBlobId(bytes));
-                if (bytes.length >= LFS_THRESHOLD) s.putObject("lfs").put("oid", sha256(bytes)).put("size", bytes.length).put("pointerSize", 134);
+                s.put("oid", repo.blobIds().get(name));
+                if (bytes.length >= LFS_THRESHOLD) s.putObject("lfs").put("oid", repo.sha256s().get(name)).put("size", bytes.length).put("pointerSize", 134);
             });
             send(ex, 200, json.writeValueAsString(items), Map.of());
         } else {
@@ -280,9 +301,9 @@ public final class HubStandIn implements AutoCloseable {
         boolean lfs = bytes.length >= LFS_THRESHOLD;
         var h = ex.getResponseHeaders();
         h.set("X-Repo-Commit", repo.commit());
-        h.set("ETag", "\"" + (lfs ? sha256(bytes) : gitBlobId(bytes)) + "\"");
+        h.set("ETag", "\"" + repo.etag(file) + "\"");
         if (lfs) {
-            h.set("X-Linked-Etag", "\"" + sha256(bytes) + "\"");
+            h.set("X-Linked-Etag", "\"" + repo.etag(file) + "\"");
             h.set("X-Linked-Size", Long.toString(advertisedSize.getOrDefault(file, (long) bytes.length)));
         }
         h.set("Accept-Ranges", "bytes");
