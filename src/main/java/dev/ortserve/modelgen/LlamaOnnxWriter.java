@@ -54,7 +54,7 @@ final class LlamaOnnxWriter {
         this(size, seed, groupQueryAttention, false);
     }
 
-    /** @param int4Grid snap the MatMul weights (and a tied embedding) onto the int4 grid as drawn ({@link Int4Grid}) */
+    /** @param int4Grid snap the MatMul weights and the embedding onto the int4 grid as drawn ({@link Int4Grid}) */
     LlamaOnnxWriter(ModelSize size, long seed, boolean groupQueryAttention, boolean int4Grid) {
         this.size = size;
         this.random = new SplittableRandom(seed);
@@ -246,10 +246,13 @@ final class LlamaOnnxWriter {
         return node("MatMul", name + ".proj", null, x, initNormal(name + ".weight", 0.02f, int4Grid ? out : 0, in, out));
     }
 
-    /** The token embedding [vocab, hidden]; a tied head reads it transposed, so its blocks run along each row. */
+    /**
+     * The token embedding [vocab, hidden]; the int4 rewrite quantizes it by rows (GatherBlockQuantized), as a tied
+     * head reads it transposed: its blocks run along each row.
+     */
     private String embedding(int h) {
-        if (int4Grid && size.tiedEmbeddings && h % Int4Grid.BLOCK != 0) throw new IllegalArgumentException("hidden " + h + " is not whole int4 blocks");
-        return initNormal("embed_tokens", 0.02f, int4Grid && size.tiedEmbeddings ? 1 : 0, size.vocabSize, h);
+        if (int4Grid && h % Int4Grid.BLOCK != 0) throw new IllegalArgumentException("hidden " + h + " is not whole int4 blocks");
+        return initNormal("embed_tokens", 0.02f, int4Grid ? 1 : 0, size.vocabSize, h);
     }
 
     static float[][] ropeTables(int d, int maxPositions) {

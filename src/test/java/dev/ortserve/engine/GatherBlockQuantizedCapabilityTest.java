@@ -37,13 +37,25 @@ class GatherBlockQuantizedCapabilityTest {
     @ParameterizedTest(name = "{0}-bit")
     @ValueSource(ints = {4, 8})
     void gathersDequantizedRows(int bits) throws Exception {
+        gathers(bits, false);
+    }
+
+    @ParameterizedTest(name = "{0}-bit, float16 scales")
+    @ValueSource(ints = {4, 8})
+    void gathersDequantizedRowsInFloat16(int bits) throws Exception {
+        gathers(bits, true);
+    }
+
+    private static void gathers(int bits, boolean half) throws Exception {
         int bytesPerRow = HIDDEN * bits / 8, blocks = HIDDEN / BLOCK;
         byte[] data = new byte[ROWS * bytesPerRow];
         for (int i = 0; i < data.length; i++) data[i] = (byte) (i * 37 + 11);
         float[] scales = new float[ROWS * blocks];
         for (int i = 0; i < scales.length; i++) scales[i] = 0.25f * (i + 1);
-        ByteBuffer scaleBytes = ByteBuffer.allocate(scales.length * 4).order(ByteOrder.LITTLE_ENDIAN);
-        for (float s : scales) scaleBytes.putFloat(s);
+        ByteBuffer scaleBytes = ByteBuffer.allocate(scales.length * (half ? 2 : 4)).order(ByteOrder.LITTLE_ENDIAN);
+        for (float s : scales) {
+            if (half) scaleBytes.putShort(toHalf(s)); else scaleBytes.putFloat(s);
+        }
         NodeProto node = NodeProto.newBuilder().setOpType("GatherBlockQuantized").setDomain("com.microsoft")
                 .addAllInput(List.of("data", "ids", "scales")).addOutput("out")
                 .addAttribute(ints("gather_axis", 0)).addAttribute(ints("quantize_axis", 1)).addAttribute(ints("block_size", BLOCK))
@@ -52,7 +64,7 @@ class GatherBlockQuantizedCapabilityTest {
                 .addInput(value("ids", TensorProto.DataType.INT64_VALUE, 1, 2))
                 .addInitializer(TensorProto.newBuilder().setName("data").setDataType(TensorProto.DataType.UINT8_VALUE).addDims(ROWS).addDims(bytesPerRow)
                         .setRawData(ByteString.copyFrom(data)))
-                .addInitializer(TensorProto.newBuilder().setName("scales").setDataType(TensorProto.DataType.FLOAT_VALUE).addDims(ROWS).addDims(blocks)
+                .addInitializer(TensorProto.newBuilder().setName("scales").setDataType(half ? TensorProto.DataType.FLOAT16_VALUE : TensorProto.DataType.FLOAT_VALUE).addDims(ROWS).addDims(blocks)
                         .setRawData(ByteString.copyFrom(scaleBytes.array())))
                 .addOutput(ValueInfoProto.newBuilder().setName("out")).build();
         ModelProto model = ModelProto.newBuilder().setIrVersion(8).setGraph(graph)
@@ -74,7 +86,28 @@ class GatherBlockQuantizedCapabilityTest {
              OrtSession.Result r = session.run(Map.of("ids", in))) {
             OnnxTensor out = (OnnxTensor) r.get("out").orElseThrow();
             assertArrayEquals(new long[] {1, ids.length, HIDDEN}, out.getInfo().getShape());
-            assertArrayEquals(expected, out.getFloatBuffer().array());
+            if (half) {
+                java.nio.ShortBuffer h = out.getShortBuffer();
+                float[] got = new float[h.remaining()];
+                for (int i = 0; i < got.length; i++) got[i] = fromHalf(h.get(i));
+                assertArrayEquals(expected, got); // quarters times -128..127: exact in float16 too
+            } else {
+                assertArrayEquals(expected, out.getFloatBuffer().array());
+            }
         }
+    }
+
+    /** A normal float exactly representable in float16 (the scales here: quarters up to 4), as its bits. */
+    private static short toHalf(float f) {
+        int b = Float.floatToIntBits(f);
+        if (f == 0) return 0;
+        return (short) (((b >>> 16) & 0x8000) | ((((b >>> 23) & 0xff) - 127 + 15) << 10) | ((b >>> 13) & 0x3ff));
+    }
+
+    /** A float16's value (normal numbers and zero: all the products here). */
+    private static float fromHalf(short bits) {
+        int h = bits & 0xffff, exp = (h >>> 10) & 0x1f;
+        if ((h & 0x7fff) == 0) return (h >>> 15) != 0 ? -0f : 0f;
+        return Float.intBitsToFloat(((h >>> 15) << 31) | ((exp - 15 + 127) << 23) | ((h & 0x3ff) << 13));
     }
 }

@@ -234,7 +234,7 @@ class GraphRewriteTest {
         EngineOptions packedInt4 = EngineOptions.defaults().withRewrite(new RewriteOptions(false, WeightPrecision.INT4, false, false, true), dir.resolve("cache-packed-int4"));
         try (LoadedModel model = ModelLoader.load(tiny, packedInt4)) {
             assertEquals(List.of(GraphRewriter.PACKED_PROJECTIONS + " (" + 5 * layers + " MatMuls -> " + 2 * layers + ")",
-                    "int4 weights (" + (2 * layers + 2 * layers + 1) + " MatMuls)"), model.rewrites());
+                    "int4 weights (" + (2 * layers + 2 * layers + 1) + " MatMuls)", GraphRewriter.QUANTIZED_EMBEDDING + " (int8)"), model.rewrites());
             assertEquals(plainInt4, greedy(model, packedInt4, prompts, 20));
         }
     }
@@ -252,8 +252,10 @@ class GraphRewriteTest {
         for (WeightPrecision precision : List.of(WeightPrecision.INT8, WeightPrecision.INT4)) {
             EngineOptions options = rewriting(dir.resolve("cache-" + which + "-" + precision), true, precision);
             try (LoadedModel model = ModelLoader.load(source, options)) {
-                assertEquals(2, model.rewrites().size(), model.rewrites().toString());
+                assertEquals(3, model.rewrites().size(), model.rewrites().toString());
                 assertTrue(model.rewrites().get(1).startsWith(precision.name().toLowerCase() + " weights"), model.rewrites().toString());
+                // the token embedding held at 8 bits at either precision (its Gather reads a few rows: bits cost memory only)
+                assertEquals(GraphRewriter.QUANTIZED_EMBEDDING + " (int8)", model.rewrites().get(2));
                 List<List<Integer>> got = greedy(model, options, prompts, 16);
                 int agree = 0, total = 0;
                 for (int p = 0; p < prompts.size(); p++) {

@@ -106,10 +106,15 @@ class StreamingLoadTest {
             long blocks = (t.getDims(0) + 31) / 32; // along K, the last one padded
             expected += t.getDims(1) * blocks * (32 + 4);
         }
+        // and the token embedding [vocab, hidden], by rows (GatherBlockQuantized)
+        TensorProto embedding = read(external.resolve("model.onnx")).getGraph().getInitializerList().stream()
+                .filter(t -> t.getName().equals("embed_tokens")).findFirst().orElseThrow();
+        floatWeights += 4L * embedding.getDims(0) * embedding.getDims(1);
+        expected += embedding.getDims(0) * (embedding.getDims(1) / 32) * (32 + 4);
         long quantized = fresh.entrySet().stream().filter(e -> e.getKey().contains("_q8") || e.getKey().contains("_scales"))
                 .mapToLong(Map.Entry::getValue).sum();
         // int8 blocks of 32: one byte per weight plus a 4-byte scale per block (0.28x of fp32)
-        assertEquals(expected, quantized, "one quantized copy of the MatMul weights");
+        assertEquals(expected, quantized, "one quantized copy of the MatMul weights and the embedding");
         long all = fresh.values().stream().mapToLong(Long::longValue).sum();
         assertTrue(all - quantized <= 2 * 2048 * 8 * 4 + 4096, "besides them, the rotary caches and small constants only: " + fresh);
         assertTrue(Files.size(entry.resolve("model.onnx.data")) <= all + 4096L * (fresh.size() + 1), "the entry's data file holds nothing else");

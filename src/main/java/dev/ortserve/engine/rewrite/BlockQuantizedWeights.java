@@ -90,7 +90,7 @@ final class BlockQuantizedWeights {
     }
 
     /** One weight (float32 or float16, mapped or computed), quantized. */
-    private static Quantized quantize(Graph g, TensorProto w, int k, int cols, boolean transposed, int bits) throws IOException {
+    static Quantized quantize(Graph g, TensorProto w, int k, int cols, boolean transposed, int bits) throws IOException {
         java.nio.FloatBuffer values;
         if (w.getDataType() == TensorProto.DataType.FLOAT16_VALUE) {
             java.nio.ShortBuffer h = g.bytes(w).asShortBuffer();
@@ -102,7 +102,7 @@ final class BlockQuantizedWeights {
         return quantize(values, k, cols, transposed, bits);
     }
 
-    private static ByteBuffer scaleBytes(float[] scales, boolean half) {
+    static ByteBuffer scaleBytes(float[] scales, boolean half) {
         ByteBuffer s = ByteBuffer.allocate((half ? 2 : 4) * scales.length).order(ByteOrder.LITTLE_ENDIAN);
         for (float v : scales) {
             if (half) s.putShort(floatToHalf(v)); else s.putFloat(v);

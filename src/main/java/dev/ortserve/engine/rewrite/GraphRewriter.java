@@ -43,12 +43,14 @@ public final class GraphRewriter {
     public static final String HALF_KV = HalfKv.APPLIED;
     /** What moving each GroupQueryAttention's scale onto its query is listed as among the applied rewrites. */
     public static final String QUERY_SCALE = QueryScale.APPLIED;
+    /** What holding the token embedding at the weights' precision is listed as (followed by the precision). */
+    public static final String QUANTIZED_EMBEDDING = QuantizedEmbedding.APPLIED;
     /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
     public static final String LORA_INPUTS = LoraInputs.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
-    static final String VERSION = "9"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion; 8: a right-padded head gathers any number of columns per row (speculative verification); 9: GroupQueryAttention's scale on its query (QueryScale)
+    static final String VERSION = "10"; // 3: unchanged external tensors stay in the (linked) source data file; 4: the RMSNorm fusion drops the constants it leaves unread; 5: a tied head reads the embedding (TiedHead); 6: ... as an overridable initializer, never prepacked; 7: float16 exports get the attention fusion (float16 / bfloat16 scales read), packed projections and the RMSNorm fusion; 8: a right-padded head gathers any number of columns per row (speculative verification); 9: GroupQueryAttention's scale on its query (QueryScale); 10: int4 / int8 hold the token embedding at 8 bits (QuantizedEmbedding)
 
     /**
      * A rewritten model: the file to load, what was applied, what was not and why, whether it came
@@ -133,6 +135,10 @@ public final class GraphRewriter {
             int n = BlockQuantizedWeights.apply(g, options.precision().bits);
             if (n > 0) applied.add(options.precision().name().toLowerCase() + " weights (" + n + " MatMuls)");
             else skipped.add(options.precision().name().toLowerCase() + " weights: no float32 or float16 constant-weight MatMul (already quantized, or bf16)");
+            // after the MatMuls: a tied head quantized no longer reads the float embedding
+            int e = QuantizedEmbedding.apply(g);
+            if (e > 0) applied.add(QuantizedEmbedding.APPLIED + " (int" + QuantizedEmbedding.BITS + ")");
+            else skipped.add(QuantizedEmbedding.APPLIED + ": no float token embedding read by " + QuantizedEmbedding.TOKEN_INPUT + "'s Gather alone");
         }
         // a float32 head that is the embedding transposed (stored twice, or a Transpose onnxruntime would fold into a copy) reads the embedding
         if (options.lastPositionLogits() && TiedHead.apply(g) > 0) applied.add(TiedHead.APPLIED);
