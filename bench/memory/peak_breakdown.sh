@@ -11,7 +11,8 @@ set -u
 pattern=${1:?usage: peak_breakdown.sh PATTERN}
 best=0 seen= report=
 while true; do
-  pid=$(pgrep -f "java.*$pattern" | head -1)
+  # the java process itself (its command line starts with java), not a wrapper naming it (timeout java ...)
+  pid=$(pgrep -f "^[^ ]*java .*$pattern" | head -1)
   if [ -z "$pid" ]; then [ -n "$seen" ] && break; sleep 1; continue; fi
   seen=1
   rss=$(awk '/VmRSS/{print $2}' /proc/"$pid"/status 2>/dev/null) || break
