@@ -43,7 +43,7 @@ public final class GraphRewriter {
     public static final String HALF_KV = HalfKv.APPLIED;
     /** What moving each GroupQueryAttention's scale onto its query is listed as among the applied rewrites. */
     public static final String QUERY_SCALE = QueryScale.APPLIED;
-    /** What holding the token embedding at the weights' precision is listed as (followed by the precision). */
+    /** What holding the token embedding quantized (at int4 and int8 weights) is listed as among the applied rewrites (followed by its bits). */
     public static final String QUANTIZED_EMBEDDING = QuantizedEmbedding.APPLIED;
     /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
     public static final String LORA_INPUTS = LoraInputs.APPLIED;
