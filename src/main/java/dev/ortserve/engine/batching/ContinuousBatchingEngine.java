@@ -297,7 +297,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         int reuse = PrefixCache.reusable(s.hold, s.prompt.length);
         if (reuse > 0) {
             // in place: into the sequence's own buffers, which its prefill chunks then write on
-            s.pending = kv.inPlace() ? prefix.assemble(s.hold, reuse, kv.spanFor(s.prompt.length)) : prefix.assemble(s.hold, reuse);
+            s.pending = kv.inPlace() ? prefix.assemble(s.hold, reuse, kv.spanFor(s.prompt.length, s.maxPositions())) : prefix.assemble(s.hold, reuse);
             s.length = reuse;
             s.cachedTokens = reuse;
         }
@@ -597,7 +597,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
      */
     private void prefillChunkInPlace(Sequence s, int n) throws OrtException {
         PendingKv own = s.pending;
-        if (own == null) s.pending = own = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length));
+        if (own == null) s.pending = own = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length, s.maxPositions()));
         // a cached prefix was assembled into own buffers of this span (start); a batched prefill finishes its prompts
         if (!own.own()) throw new IllegalStateException("a prefill chunk in place over a past that is not the sequence's own");
         ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), own.span - n,

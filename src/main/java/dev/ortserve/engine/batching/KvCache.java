@@ -105,11 +105,16 @@ public final class KvCache implements AutoCloseable {
         length++;
     }
 
-    /** In place: room for the next step, rounded up to {@link #GROWTH}, past the context only when a row needs it (rotary caches end there). */
-    int spanFor(int newLength) {
+    /**
+     * In place: room for the next step, rounded up to {@link #GROWTH}, but never more than the rows may come to hold
+     * ({@code limit}: the largest prompt + max_tokens among them, what the scheduler reserves for each, so the buffers
+     * stay within the KV budget: rounded up, 16 streams of 1,600 + 32 tokens held 1,792 positions a row, 70 MiB of fp32
+     * KV past the budget at Qwen3-0.6B's shape) and past the context only when a row needs it (rotary caches end there).
+     */
+    int spanFor(int newLength, int limit) {
         if (!inPlace) return newLength;
         int rounded = (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
-        return Math.max(newLength + 1, Math.min(rounded, spec.maxModelLen()));
+        return Math.max(newLength + 1, Math.min(rounded, Math.min(limit, spec.maxModelLen())));
     }
 
     /** In place: rows of the batch ran passes of their own (speculative verification); the longest now holds {@code longest} positions. */
@@ -222,9 +227,12 @@ public final class KvCache implements AutoCloseable {
         next.sort(java.util.Comparator.comparingInt(Sequence::adapterKey));
         Map<Sequence, Integer> at = new IdentityHashMap<>();
         for (int i = 0; i < next.size(); i++) at.put(next.get(i), i);
-        int newLength = 0;
-        for (Sequence s : next) newLength = Math.max(newLength, s.length);
-        int newSpan = spanFor(newLength);
+        int newLength = 0, limit = 0;
+        for (Sequence s : next) {
+            newLength = Math.max(newLength, s.length);
+            limit = Math.max(limit, s.maxPositions());
+        }
+        int newSpan = spanFor(newLength, limit);
 
         // what enters the prefix cache: every joiner's prompt, every leaving row's tokens
         Map<Sequence, PrefixCache.Insertion> inserting = new IdentityHashMap<>();
