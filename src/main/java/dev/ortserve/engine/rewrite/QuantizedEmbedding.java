@@ -17,9 +17,11 @@ import java.util.Set;
  * its bits cost no decode time, only memory, and 8-bit blocks keep the error a sixteenth of 4-bit
  * ones (on the random-weight test checkpoints, whose N(0, 1) embeddings and flat logits amplify any
  * rounding, a 4-bit embedding cut the int4 model's teacher-forced agreement with transformers from
- * 0.45 to 0.34). The blocks are the MatMuls' (32 along the hidden axis, symmetric, the op's default
- * zero point 128), so an int8 tied head and its embedding hold the same bytes; llama.cpp's Q8_0
- * files hold token_embd the same way. At int4 the float32 embedding was the largest resident weight
+ * 0.45 to 0.34 in LoraAdapterTest with BITS set to 4). The blocks are the MatMuls' (32 along the
+ * hidden axis, symmetric, the op's default zero point 128), so an int8 tied head and its embedding
+ * hold the same bytes (computed and written twice: MatMulNBits takes them 3-D, the Gather 2-D;
+ * onnxruntime releases the head's copy once it has prepacked it); llama.cpp's Q8_0 files hold
+ * token_embd the same way. At int4 the float32 embedding was the largest resident weight
  * of a 0.6B model (622 MB of its 1.0 GB; docs/benchmarks.md); 8-bit it is 175 MB.
  * Applied after {@link BlockQuantizedWeights}, so that a tied head no longer reads the float
  * embedding; an embedding anything else reads (a float head, a subgraph) stays as it is, as do
