@@ -351,6 +351,14 @@ public interface OrtserveConfig {
         boolean fuseAttention();
 
         /**
+         * GroupQueryAttention (fused or exported) runs as the op of ortserve's native library (src/main/native): decode
+         * steps read each KV head once for the query heads that share it; prompts run onnxruntime's own kernel. CPU
+         * provider on Linux x86-64 only (where the build compiles the library); elsewhere onnxruntime's op as before.
+         */
+        @WithDefault("true")
+        boolean nativeAttention();
+
+        /**
          * Constant-weight MatMuls that read the same activations (a layer's q, k and v; its gate and
          * up) are packed into one MatMul and a Split on load (a graph rewrite, checked like the others).
          */

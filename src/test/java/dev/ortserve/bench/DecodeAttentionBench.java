@@ -4,8 +4,8 @@ import ai.onnxruntime.OnnxJavaType;
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtSession;
-import dev.ortserve.engine.attention.DecodeAttention;
-import dev.ortserve.engine.attention.DecodeAttention.Element;
+import dev.ortserve.engine.attention.Half;
+import dev.ortserve.engine.load.NativeOps;
 import dev.ortserve.engine.attention.GqaGraph;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -19,15 +19,13 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 
 /**
  * A decode step's attention alone (not part of the test run): onnxruntime's com.microsoft.GroupQueryAttention (CPU)
- * against {@link DecodeAttention}, alternated in one process, at the Qwen3-0.6B shape by default (16 query / 8 KV heads
+ * against ortserve's native dev.ortserve.GroupQueryAttention ({@link NativeOps}), alternated in one process, at the Qwen3-0.6B shape by default (16 query / 8 KV heads
  * of 128, 28 layers each over its own KV buffer, scale 1 as the served graph has it after QueryScale): {@code
  * -Dbench.rows} (4) rows of {@code -Dbench.positions} (1,600) valid positions in a {@code -Dbench.capacity} (1,792)
- * buffer, float32 and float16 KV ({@code -Dbench.kv=float32|float16|both}), both in place (the op's present bound to its past, as served), {@code
+ * buffer, float32 and float16 KV ({@code -Dbench.kv=float32|float16|both}; one per JVM compares like with like), both in place (the op's present bound to its past, as served), {@code
  * -Dbench.threads} (2) threads for each (onnxruntime's not spinning, as served by default). Prints the median ms per step over {@code -Dbench.rounds} (20) steps each and
  * the largest difference between the two outputs. Run with {@code ./mvnw -Pbench test -Dtest=DecodeAttentionBench}.
  */
@@ -49,14 +47,14 @@ class DecodeAttentionBench {
         StringBuilder report = new StringBuilder(String.format("%d rows x %d positions (buffer %d), %d layers, %d / %d heads of %d, %d threads, %d processors, median of %d steps%n",
                 ROWS, POSITIONS, CAPACITY, LAYERS, HEADS, KV_HEADS, HEAD_DIM, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
         String kv = System.getProperty("bench.kv", "both");
-        for (Element element : Element.values()) {
-            if (kv.equals("both") || kv.equalsIgnoreCase(element.name())) report.append(measure(element)).append('\n');
+        for (String element : List.of("float32", "float16")) {
+            if (kv.equals("both") || kv.equalsIgnoreCase(element)) report.append(measure(element.equals("float16"))).append('\n');
         }
         System.out.print(report);
     }
 
-    private static String measure(Element element) throws Exception {
-        boolean half = element == Element.FLOAT16;
+    private static String measure(boolean half) throws Exception {
+        String element = half ? "float16" : "float32";
         OnnxJavaType type = half ? OnnxJavaType.FLOAT16 : OnnxJavaType.FLOAT;
         Random random = new Random(1);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
@@ -64,14 +62,17 @@ class DecodeAttentionBench {
         Map<String, OnnxTensor> in = new HashMap<>(), pinned = new HashMap<>();
         ByteBuffer[] keys = new ByteBuffer[LAYERS], values = new ByteBuffer[LAYERS];
         ByteBuffer q = random(random, ROWS * HEADS * HEAD_DIM, half), k = random(random, ROWS * KV_HEADS * HEAD_DIM, half), v = random(random, ROWS * KV_HEADS * HEAD_DIM, half);
-        int[] seqlens = new int[ROWS], lengths = new int[ROWS];
+        int[] seqlens = new int[ROWS];
         Arrays.fill(seqlens, POSITIONS - 1);
-        Arrays.fill(lengths, POSITIONS);
-        ExecutorService pool = Executors.newFixedThreadPool(THREADS);
         OrtSession.SessionOptions so = new OrtSession.SessionOptions();
         so.setIntraOpNumThreads(THREADS);
         so.addConfigEntry("session.intra_op.allow_spinning", "0"); // as served by default: spinning threads would take the cores from the other side
-        try (OrtSession session = env.createSession(GqaGraph.model(LAYERS, ROWS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half).toByteArray(), so)) {
+        OrtSession.SessionOptions nso = new OrtSession.SessionOptions();
+        nso.setIntraOpNumThreads(THREADS);
+        nso.addConfigEntry("session.intra_op.allow_spinning", "0");
+        nso.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
+        try (OrtSession session = env.createSession(GqaGraph.model(LAYERS, ROWS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half).toByteArray(), so);
+             OrtSession nativeSession = env.createSession(GqaGraph.model(LAYERS, ROWS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half, "dev.ortserve").toByteArray(), nso)) {
             in.put("q", add(tensors, OnnxTensor.createTensor(env, q, new long[] {ROWS, 1, HEADS * HEAD_DIM}, type)));
             in.put("k", add(tensors, OnnxTensor.createTensor(env, k, new long[] {ROWS, 1, KV_HEADS * HEAD_DIM}, type)));
             in.put("v", add(tensors, OnnxTensor.createTensor(env, v, new long[] {ROWS, 1, KV_HEADS * HEAD_DIM}, type)));
@@ -90,10 +91,8 @@ class DecodeAttentionBench {
             }
             java.util.Set<String> outputs = new java.util.LinkedHashSet<>();
             for (int l = 0; l < LAYERS; l++) outputs.add("out" + l);
-            DecodeAttention attention = new DecodeAttention(HEADS, KV_HEADS, HEAD_DIM, element, 1f, -1, 0f);
-            float[] query = floats(q, half), out = new float[ROWS * HEADS * HEAD_DIM];
-            double[] ort = new double[ROUNDS], java = new double[ROUNDS];
-            float maxDiff = 0;
+            double[] ort = new double[ROUNDS], nat = new double[ROUNDS];
+            float nativeDiff = 0;
             for (int round = -3; round < ROUNDS; round++) {
                 long t0 = System.nanoTime(), t1;
                 float[] last;
@@ -101,26 +100,22 @@ class DecodeAttentionBench {
                     t1 = System.nanoTime(); // the op's step, not the copy of its output read for the comparison
                     last = floats(((OnnxTensor) r.get("out" + (LAYERS - 1)).orElseThrow()).getByteBuffer().order(ByteOrder.nativeOrder()), half);
                 }
-                long t2 = System.nanoTime();
-                for (int l = 0; l < LAYERS; l++) {
-                    for (int row = 0; row < ROWS; row++) {
-                        attention.append(keys[l], CAPACITY, k, row, seqlens[row]);
-                        attention.append(values[l], CAPACITY, v, row, seqlens[row]);
-                    }
-                    attention.attend(query, keys[l], values[l], CAPACITY, lengths, out, pool, THREADS);
+                long t3 = System.nanoTime(), t4;
+                float[] mine;
+                try (OrtSession.Result r = nativeSession.run(in, outputs, pinned)) {
+                    t4 = System.nanoTime();
+                    mine = floats(((OnnxTensor) r.get("out" + (LAYERS - 1)).orElseThrow()).getByteBuffer().order(ByteOrder.nativeOrder()), half);
                 }
-                long t3 = System.nanoTime();
                 if (round < 0) continue;
+                nat[round] = (t4 - t3) / 1e6;
+                for (int i = 0; i < mine.length; i++) nativeDiff = Math.max(nativeDiff, Math.abs(mine[i] - last[i]));
                 ort[round] = (t1 - t0) / 1e6;
-                java[round] = (t3 - t2) / 1e6;
-                for (int i = 0; i < out.length; i++) maxDiff = Math.max(maxDiff, Math.abs(out[i] - last[i]));
             }
-            double o = median(ort), j = median(java);
-            return String.format("%s KV: GroupQueryAttention %.1f ms, DecodeAttention %.1f ms per step (%.2fx); largest output difference %.2g",
-                    element, o, j, o / j, maxDiff);
+            double o = median(ort), n = median(nat);
+            return String.format("%s KV: com.microsoft.GroupQueryAttention %.1f ms, dev.ortserve.GroupQueryAttention %.1f ms per step (%.2fx); largest output difference %.2g",
+                    element, o, n, o / n, nativeDiff);
         } finally {
             tensors.forEach(OnnxTensor::close);
-            pool.shutdown();
         }
     }
 
@@ -133,7 +128,7 @@ class DecodeAttentionBench {
         ByteBuffer b = ByteBuffer.allocateDirect(n * (half ? 2 : 4)).order(ByteOrder.nativeOrder());
         for (int i = 0; i < n; i++) {
             float x = (float) random.nextGaussian();
-            if (half) b.putShort(i * 2, DecodeAttention.floatToHalf(x));
+            if (half) b.putShort(i * 2, Half.fromFloat(x));
             else b.putFloat(i * 4, x);
         }
         return b;
@@ -141,7 +136,7 @@ class DecodeAttentionBench {
 
     private static float[] floats(ByteBuffer b, boolean half) {
         float[] x = new float[b.capacity() / (half ? 2 : 4)];
-        for (int i = 0; i < x.length; i++) x[i] = half ? DecodeAttention.halfToFloat(b.getShort(i * 2)) : b.getFloat(i * 4);
+        for (int i = 0; i < x.length; i++) x[i] = half ? Half.toFloat(b.getShort(i * 2)) : b.getFloat(i * 4);
         return x;
     }
 

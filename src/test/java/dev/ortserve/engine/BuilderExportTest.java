@@ -160,10 +160,10 @@ class BuilderExportTest {
         try (LoadedModel model = ModelLoader.load(DIR.resolve("optimum-fp16"), options);
              GenerationEngine engine = new ContinuousBatchingEngine(model, options)) {
             // in float16 too: the attention fused (its scale a float16 constant, then moved onto the query as one), q/k/v and gate/up packed, the 9 MatMuls left
-            // quantized, the norms fused (transformers' casts to float32 and back inside them)
+            // quantized, the norms fused (transformers' casts to float32 and back inside them), the attention the native library's (float16)
             assertEquals(List.of(AttentionFusionTest.fusedLayers(2), GraphRewriter.QUERY_SCALE + " (2 GroupQueryAttention)", GraphRewriter.LAST_POSITION_LOGITS, GraphRewriter.PACKED_PROJECTIONS + " (10 MatMuls -> 4)",
                     precision.name().toLowerCase() + " weights (9 MatMuls)", GraphRewriter.QUANTIZED_EMBEDDING + " (int8)",
-                    "RMSNorm fused (5 SimplifiedLayerNormalization)"), model.rewrites());
+                    "RMSNorm fused (5 SimplifiedLayerNormalization)", GraphRewriter.NATIVE_ATTENTION + " (2 GroupQueryAttention)"), model.rewrites());
             for (JsonNode ref : reference.get("refs")) {
                 int[] prompt = model.tokenizer().encode(ref.get("prompt").asText());
                 first.add(EngineTestSupport.collect(engine.generate(EngineTestSupport.request(prompt, SamplingParams.greedy(1)))).tokens().get(0));

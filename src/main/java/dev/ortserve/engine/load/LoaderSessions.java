@@ -2,6 +2,7 @@ package dev.ortserve.engine.load;
 
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.ModelLoadException;
+import dev.ortserve.engine.rewrite.RewriteOptions;
 
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
@@ -102,6 +103,18 @@ final class LoaderSessions {
     /** System property: true turns onnxruntime's CPU arena off (a memory measurement, docs/benchmarks.md); unset, the arena is on. */
     static final String NO_ARENA_PROPERTY = "ortserve.bench.no-arena";
 
+    /** The engine's sessions register ortserve's native library (its GroupQueryAttention): on the CPU provider, where it was built. */
+    static boolean registersNativeOps(EngineOptions options) {
+        return options.executionProvider().equals("cpu") && NativeOps.available();
+    }
+
+    /** The options as they can be served: the native attention asked for only where the sessions register its library. */
+    static EngineOptions nativeAttentionWhereRegistered(EngineOptions options) {
+        RewriteOptions r = options.rewrite();
+        if (r == null || !r.nativeAttention() || registersNativeOps(options)) return options;
+        return options.withRewrite(r.withNativeAttention(false), options.rewriteCache());
+    }
+
     /** The session options the engine's sessions are made with (threads, spinning, execution provider). */
     static OrtSession.SessionOptions options(EngineOptions options) throws OrtException {
         OrtSession.SessionOptions so = new OrtSession.SessionOptions();
@@ -123,7 +136,10 @@ final class LoaderSessions {
         so.addConfigEntry("session.intra_op.allow_spinning", options.intraOpSpinning() ? "1" : "0");
         if (options.intraOpSpinMicros() > 0) so.addConfigEntry("session.intra_op.spin_duration_us", Integer.toString(options.intraOpSpinMicros()));
         switch (options.executionProvider()) {
-            case "cpu" -> { }
+            case "cpu" -> {
+                // dev.ortserve.GroupQueryAttention, where the rewrite put it (GraphRewriter's native attention)
+                if (registersNativeOps(options)) so.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
+            }
             case "cuda" -> {
                 try {
                     so.addCUDA(options.cudaDeviceId());

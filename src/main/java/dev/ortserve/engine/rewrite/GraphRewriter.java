@@ -47,6 +47,7 @@ public final class GraphRewriter {
     public static final String QUANTIZED_EMBEDDING = QuantizedEmbedding.APPLIED;
     /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
     public static final String LORA_INPUTS = LoraInputs.APPLIED;
+    public static final String NATIVE_ATTENTION = NativeAttention.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -156,6 +157,11 @@ public final class GraphRewriter {
             int n = LoraInputs.apply(g, lora);
             if (n > 0) applied.add(LORA_INPUTS + " (" + n + " projections)");
             else skipped.add(LORA_INPUTS + ": no projection of " + options.loraModules() + " found by name");
+        }
+        if (options.nativeAttention()) { // last: float16 KV and the query scale find the op by its com.microsoft domain
+            NativeAttention.Outcome o = NativeAttention.apply(g);
+            if (o.nodes() > 0) applied.add(NATIVE_ATTENTION + " (" + o.nodes() + " GroupQueryAttention)");
+            else skipped.add(NATIVE_ATTENTION + ": " + o.reason());
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;

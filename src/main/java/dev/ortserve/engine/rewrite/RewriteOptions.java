@@ -13,12 +13,21 @@ package dev.ortserve.engine.rewrite;
  *                           runs in float16 with float16 KV ({@link HalfKv}); {@link KvCacheDtype#MODEL}: the model's own
  * @param loraModules        projections (PEFT's target_modules: q_proj ... down_proj) that get LoRA inputs ({@link LoraInputs});
  *                           empty for none
+ * @param nativeAttention    GroupQueryAttention runs as ortserve's native library's op ({@link NativeAttention}: decode steps
+ *                           read each KV head once); only where the engine's sessions register that library
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
-                             boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules) {
+                             boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules,
+                             boolean nativeAttention) {
 
     public RewriteOptions {
         loraModules = loraModules == null ? java.util.Set.of() : java.util.Set.copyOf(new java.util.TreeSet<>(loraModules));
+    }
+
+    /** onnxruntime's own GroupQueryAttention. */
+    public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
+                          boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules) {
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, false);
     }
 
     /** No LoRA inputs. */
@@ -58,39 +67,44 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
-    /** The server's defaults (every rewrite on, the model's own KV dtype) at this weight precision. */
+    /** The server's defaults (every rewrite on, the native attention where the sessions register it, the model's own KV dtype) at this weight precision. */
     public static RewriteOptions defaults(WeightPrecision precision) {
-        return new RewriteOptions(true, precision, true, true, true, true);
+        return new RewriteOptions(true, precision, true, true, true, true).withNativeAttention(true);
     }
 
     /** The same with explicit attention fused into GroupQueryAttention (or not). */
     /** These options with the weights served at {@code newPrecision}. */
     public RewriteOptions withPrecision(WeightPrecision newPrecision) {
-        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules);
+        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeAttention);
     }
 
     public RewriteOptions withFuseAttention(boolean fuse) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype, loraModules);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype, loraModules, nativeAttention);
     }
 
     /** These options with the KV cache in {@code dtype}. */
     public RewriteOptions withKvCacheDtype(KvCacheDtype dtype) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype, loraModules);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype, loraModules, nativeAttention);
+    }
+
+    /** These options with GroupQueryAttention as the native library's op (or onnxruntime's). */
+    public RewriteOptions withNativeAttention(boolean nativeOp) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeOp);
     }
 
     /** These options with LoRA inputs on {@code modules} (none when empty). */
     public RewriteOptions withLoraModules(java.util.Set<String> modules) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules, nativeAttention);
     }
 
     /**
      * These options without the rewrites that change the arithmetic's rounding (the attention, norm and
-     * rotary fusions, packed projections): the head on the last positions (and a tied head from the
+     * rotary fusions, packed projections, the native attention): the head on the last positions (and a tied head from the
      * embedding) computes the same sums. What is served when an exact set misses the load check.
      */
     public RewriteOptions headOnly() {
         return new RewriteOptions(lastPositionLogits, precision, false, false, false, false,
-                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype, loraModules);
+                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype, loraModules, false);
     }
 
     /** Float16 KV asked for where the graph's GroupQueryAttention takes it ({@link KvCacheDtype#FLOAT16} or {@link KvCacheDtype#AUTO}). */
@@ -109,13 +123,14 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
     }
 
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty();
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty() || nativeAttention;
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
     String key() {
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
                 + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "") + (halfKv() ? "-kvf16" : "")
-                + (loraModules.isEmpty() ? "" : "-lora." + String.join(".", new java.util.TreeSet<>(loraModules)).replace("_proj", ""));
+                + (loraModules.isEmpty() ? "" : "-lora." + String.join(".", new java.util.TreeSet<>(loraModules)).replace("_proj", ""))
+                + (nativeAttention ? "-native" : "");
     }
 }

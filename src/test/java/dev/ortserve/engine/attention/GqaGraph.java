@@ -25,13 +25,19 @@ public final class GqaGraph {
 
     public static ModelProto model(int layers, int rows, int heads, int kvHeads, int headDim, int capacity, int window, float softcap,
                                    float scale, boolean half) {
+        return model(layers, rows, heads, kvHeads, headDim, capacity, window, softcap, scale, half, "com.microsoft");
+    }
+
+    /** The same graph with the attention nodes of {@code domain} (com.microsoft, or dev.ortserve for the native library's op). */
+    public static ModelProto model(int layers, int rows, int heads, int kvHeads, int headDim, int capacity, int window, float softcap,
+                                   float scale, boolean half, String domain) {
         int type = half ? TensorProto.DataType.FLOAT16_VALUE : TensorProto.DataType.FLOAT_VALUE;
         GraphProto.Builder graph = GraphProto.newBuilder().setName("gqa")
                 .addInput(value("q", type, rows, 1, heads * headDim))
                 .addInput(value("k", type, rows, 1, kvHeads * headDim)).addInput(value("v", type, rows, 1, kvHeads * headDim))
                 .addInput(value("seqlens", TensorProto.DataType.INT32_VALUE, rows)).addInput(value("total", TensorProto.DataType.INT32_VALUE, 1));
         for (int l = 0; l < layers; l++) {
-            graph.addNode(NodeProto.newBuilder().setOpType("GroupQueryAttention").setDomain("com.microsoft")
+            graph.addNode(NodeProto.newBuilder().setOpType("GroupQueryAttention").setDomain(domain)
                     .addAllInput(List.of("q", "k", "v", "pk" + l, "pv" + l, "seqlens", "total")).addAllOutput(List.of("out" + l, "prk" + l, "prv" + l))
                     .addAttribute(ints("num_heads", heads)).addAttribute(ints("kv_num_heads", kvHeads)).addAttribute(ints("local_window_size", window))
                     .addAttribute(floats("scale", scale)).addAttribute(floats("softcap", softcap)));
@@ -41,7 +47,7 @@ public final class GqaGraph {
         }
         return ModelProto.newBuilder().setIrVersion(8).setGraph(graph)
                 .addOpsetImport(OperatorSetIdProto.newBuilder().setDomain("").setVersion(17))
-                .addOpsetImport(OperatorSetIdProto.newBuilder().setDomain("com.microsoft").setVersion(1)).build();
+                .addOpsetImport(OperatorSetIdProto.newBuilder().setDomain(domain).setVersion(1)).build();
     }
 
     /** A graph input or output of a fixed shape. */
