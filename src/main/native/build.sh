@@ -59,7 +59,8 @@ g++ "${flags[@]}" -c "$src_dir/ortserve_ops.cc" -o "$work/ops.o"
 g++ "${flags[@]}" -mavx2 -mfma -mf16c -c "$src_dir/attend_avx2.cc" -o "$work/avx2.o"
 g++ "${flags[@]}" -Wno-maybe-uninitialized -mavx512f -mfma -mf16c -c "$src_dir/attend_avx512.cc" -o "$work/avx512.o"
 mkdir -p "$(dirname "$target")"
-# libstdc++ and libgcc linked in: the library then runs on any glibc-based image (the runtime image is Ubuntu's)
-g++ -shared -static-libstdc++ -static-libgcc -Wl,--no-undefined -Wl,-z,defs -o "$target.tmp" "$work"/*.o
+# libstdc++ shared, as onnxruntime has it: linked in statically it would bring glibc 2.36 symbols (arc4random) that the
+# runtime image (Ubuntu 22.04, glibc 2.35) lacks; shared, the library needs glibc 2.14 and GLIBCXX 3.4.21
+g++ -shared -Wl,--no-undefined -Wl,-z,defs -o "$target.tmp" "$work"/*.o
 mv "$target.tmp" "$target"
 echo "ortserve native: built $target"

@@ -172,13 +172,15 @@ static void decode_one(void* data, size_t task) {
   }
 }
 
-// the widest kernel this CPU runs for a head size
-static ortserve::AttendFn attend_for(int dim) {
+// the widest kernel this CPU runs for a head size, or at most the one a node's "kernel" attribute names ("avx512",
+// "avx2", "portable": the tests run each; the rewrite never sets it)
+static ortserve::AttendFn attend_for(int dim, const std::string& at_most) {
 #if defined(__x86_64__)
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (avx512 && dim % 16 == 0 && dim <= 512) return &ortserve::attend_avx512;
-  if (avx2 && dim % 8 == 0 && dim <= 512) return &ortserve::attend_avx2;
+  const bool any = at_most.empty() || at_most == "avx512";
+  if (any && avx512 && dim % 16 == 0 && dim <= 512) return &ortserve::attend_avx512;
+  if ((any || at_most == "avx2") && avx2 && dim % 8 == 0 && dim <= 512) return &ortserve::attend_avx2;
 #endif
   return &ortserve::attend_portable;
 }
@@ -188,6 +190,7 @@ struct Kernel {
   ONNXTensorElementDataType type;
   Ort::Op delegate{nullptr};
   int inputs = 0;
+  std::string kernel;  // the "kernel" attribute: empty for the widest the CPU runs
 
   Kernel(const OrtKernelInfo* info, ONNXTensorElementDataType t) : type(t) {
     Ort::ConstKernelInfo ki(info);
@@ -206,6 +209,14 @@ struct Kernel {
       field = v;
       attrs.emplace_back(name, &v, 1, OrtOpAttrType::ORT_OP_ATTR_FLOAT);
     };
+    size_t size = 0;
+    if (OrtStatus* st = g_api->KernelInfoGetAttribute_string(info, "kernel", nullptr, &size)) {
+      g_api->ReleaseStatus(st);
+    } else if (size > 1) {
+      std::vector<char> name(size);
+      Ort::ThrowOnError(g_api->KernelInfoGetAttribute_string(info, "kernel", name.data(), &size));
+      kernel.assign(name.data());
+    }
     int_attr("num_heads", a.num_heads);
     int_attr("kv_num_heads", a.kv_num_heads);
     int_attr("local_window_size", a.local_window_size);
@@ -286,7 +297,7 @@ struct Kernel {
     job.seqlens = lens;
     job.dim = static_cast<int>(dim);
     job.output = output.GetTensorMutableData<T>();
-    job.attend = attend_for(static_cast<int>(dim));
+    job.attend = attend_for(static_cast<int>(dim), kernel);
     if (a.do_rotary != 0) {
       if (inputs < 9) ORT_CXX_API_THROW("dev.ortserve.GroupQueryAttention: do_rotary without cos_cache / sin_cache", ORT_INVALID_ARGUMENT);
       auto cos = ctx.GetInput(7);

@@ -46,6 +46,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * goes, tab-separated (precision, prompt tokens, streams, decode tok/s, stream tok/s, TTFT s; the
  * in-place path), to target/long-context-decode.tsv, appended.
  * <p>
+ * {@code -Dbench.native-attention=false} serves onnxruntime's GroupQueryAttention instead of the native library's
+ * (ORTSERVE_ENGINE_NATIVE_ATTENTION=false).
+ * <p>
  * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
  * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
  * with its attention rewritten on load into GroupQueryAttention ({@code ORTSERVE_ENGINE_FUSE_ATTENTION}),
@@ -80,7 +83,8 @@ class LongContextDecodeBenchmark {
         String name = (MODEL != null ? dir.getFileName().toString() : SIZE.id()) + (OPTIMUM
                 ? ", Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : MODEL != null ? "" : " GroupQueryAttention variant");
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
-                .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(!OPTIMUM && !Boolean.getBoolean("bench.no-attention-rewrites")).withKvCacheDtype(KV_DTYPE),
+                .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(!OPTIMUM && !Boolean.getBoolean("bench.no-attention-rewrites")).withKvCacheDtype(KV_DTYPE)
+                                .withNativeAttention(!"false".equals(System.getProperty("bench.native-attention"))),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"

@@ -41,7 +41,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * row's length holding values the mask must hide, grouped heads (2, 3, 4 and 5 query heads per KV head: the kernel's
  * groups of 4, 3, 2 and 1), ungrouped heads, head sizes of 128, 64 and 24 (the last off the vector width: the portable
  * kernel), a sliding window, a softcap, the op's default scale, rotary embedding inside the op (half-split and
- * interleaved, a partial rotary dimension), a packed query/key/value input, float32 and float16, the present bound to
+ * interleaved, a partial rotary dimension), a packed query/key/value input, float32 and float16, each of the library's
+ * kernels (AVX-512 where the CPU has it, AVX2, portable C++), the present bound to
  * the past's buffer (in place, as served) and not (then the past is copied into a longer present). The output agrees
  * within float rounding of values of order 1 (float16: 2 units in the last place); the present to the bit
  * (with rotary the new key to a unit or two of its terms: both round one rotation). Prompt steps (several positions) are onnxruntime's own
@@ -52,6 +53,8 @@ class NativeAttentionTest {
     private static final int CAPACITY = 40;
     private static final int[] LENGTHS = {1, 9, 37};
     private static final String NATIVE = "dev.ortserve", ORT = "com.microsoft";
+    /** The library's kernels, by the node's test-only "kernel" attribute: the widest this CPU runs, AVX2, portable C++. */
+    private static final List<String> KERNELS = List.of("", "avx2", "portable");
 
     @BeforeAll
     static void libraryBuilt() {
@@ -87,21 +90,30 @@ class NativeAttentionTest {
         int[] seqlens = new int[LENGTHS.length];
         for (int r = 0; r < LENGTHS.length; r++) seqlens[r] = LENGTHS[r] - 1; // the new position's index
         int past = inPlace ? CAPACITY : LENGTHS[LENGTHS.length - 1] - 1; // copied: the past holds the positions before the new one
-        Run ort = run(c, ORT, 1, seqlens, past), mine = run(c, NATIVE, 1, seqlens, past);
+        Run ort = run(c, ORT, 1, seqlens, past, "");
+        for (String kernel : KERNELS) {
+            Run mine = run(c, NATIVE, 1, seqlens, past, kernel);
+            matches(c, ort, mine, kernel.isEmpty() ? "the widest kernel" : kernel);
+        }
+    }
+
+    private static void matches(Case c, Run ort, Run mine, String kernel) {
+        int heads = c.heads, kvHeads = c.kvHeads, dim = c.dim, rotary = c.rotary;
+        boolean half = c.half;
         for (int i = 0; i < ort.out.length; i++) {
             // the values are of order 1: an output near 0 is held to their rounding, not its own
-            float e = ort.out[i], magnitude = Math.max(Math.abs(e), 0.25f);
+            float e = ort.out[i], magnitude = Math.max(Math.abs(e), half ? 0.25f : 1f);
             float tolerance = half ? 2 * Math.ulp(magnitude) * (1 << 13) : 2e-5f * magnitude;
-            assertEquals(e, mine.out[i], tolerance, "output " + i + " (row " + i / (heads * dim) + ")");
+            assertEquals(e, mine.out[i], tolerance, kernel + ": output " + i + " (row " + i / (heads * dim) + ")");
         }
         int present = ort.presentLength;
-        assertEquals(present, mine.presentLength, "the present's positions");
+        assertEquals(present, mine.presentLength, kernel + ": the present's positions");
         for (int r = 0; r < LENGTHS.length; r++) {
             for (int h = 0; h < kvHeads; h++) {
                 for (int j = 0; j < LENGTHS[r]; j++) {
                     for (int d = 0; d < dim; d++) {
                         int at = ((r * kvHeads + h) * present + j) * dim + d;
-                        String where = "row " + r + " KV head " + h + " position " + j + " element " + d;
+                        String where = kernel + ": row " + r + " KV head " + h + " position " + j + " element " + d;
                         // the new key, rotated: each rounds a x cos - b x sin once, maybe in another order (a unit or two of
                         // the terms, of order 1: the difference may cancel far below them)
                         float terms = Math.max(Math.abs(ort.presentKey[at]), 1f);
@@ -119,7 +131,7 @@ class NativeAttentionTest {
     void aPromptStepIsOnnxRuntimesOwn(boolean half, int rotary, boolean inPlace) throws Exception {
         Case c = new Case(8, 4, 64, -1, 0f, 0f, half, rotary, false, false, inPlace);
         int[] seqlens = {9}; // three positions new after 7 (onnxruntime's kernel takes one row when a prompt has a past)
-        Run ort = run(c, ORT, 3, seqlens, CAPACITY), mine = run(c, NATIVE, 3, seqlens, CAPACITY);
+        Run ort = run(c, ORT, 3, seqlens, CAPACITY, ""), mine = run(c, NATIVE, 3, seqlens, CAPACITY, "");
         assertArrayEquals(ort.out, mine.out);
         assertArrayEquals(ort.presentKey, mine.presentKey);
         assertArrayEquals(ort.presentValue, mine.presentValue);
@@ -128,7 +140,7 @@ class NativeAttentionTest {
     @Test
     void aRowPastItsBufferIsAnErrorNotAWrite() throws Exception {
         Case c = new Case(8, 4, 64, -1, 0f, 0f, false, 0, false, false, true);
-        Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> run(c, NATIVE, 1, new int[] {0, 3, CAPACITY}, CAPACITY));
+        Exception e = org.junit.jupiter.api.Assertions.assertThrows(Exception.class, () -> run(c, NATIVE, 1, new int[] {0, 3, CAPACITY}, CAPACITY, ""));
         assertTrue(e.getMessage().contains("outside its KV buffer"), e.getMessage());
     }
 
@@ -136,7 +148,7 @@ class NativeAttentionTest {
     private record Run(float[] out, float[] presentKey, float[] presentValue, int presentLength) {
     }
 
-    private static Run run(Case c, String domain, int steps, int[] seqlens, int capacity) throws Exception {
+    private static Run run(Case c, String domain, int steps, int[] seqlens, int capacity, String kernel) throws Exception {
         int rows = seqlens.length;
         Random random = new Random(c.hashCode());
         OrtEnvironment env = OrtEnvironment.getEnvironment();
@@ -148,7 +160,7 @@ class NativeAttentionTest {
         if (domain.equals(NATIVE)) so.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
         int total = 0;
         for (int s : seqlens) total = Math.max(total, s + 1);
-        try (OrtSession session = env.createSession(model(c, domain, rows, steps, capacity).toByteArray(), so)) {
+        try (OrtSession session = env.createSession(model(c, domain, rows, steps, capacity, kernel).toByteArray(), so)) {
             in.put("q", add(tensors, OnnxTensor.createTensor(env, gaussian(random, rows * steps * c.queryWidth(), c.half), new long[] {rows, steps, c.queryWidth()}, type)));
             if (!c.packed) {
                 in.put("k", add(tensors, OnnxTensor.createTensor(env, gaussian(random, rows * steps * c.kvHeads * c.dim, c.half), new long[] {rows, steps, c.kvHeads * c.dim}, type)));
@@ -192,7 +204,7 @@ class NativeAttentionTest {
         }
     }
 
-    private static ModelProto model(Case c, String domain, int rows, int steps, int capacity) {
+    private static ModelProto model(Case c, String domain, int rows, int steps, int capacity, String kernel) {
         int type = c.type();
         GraphProto.Builder graph = GraphProto.newBuilder().setName("gqa")
                 .addInput(value("q", type, rows, steps, c.queryWidth()))
@@ -203,6 +215,10 @@ class NativeAttentionTest {
         NodeProto.Builder node = NodeProto.newBuilder().setOpType("GroupQueryAttention").setDomain(domain)
                 .addAttribute(ints("num_heads", c.heads)).addAttribute(ints("kv_num_heads", c.kvHeads)).addAttribute(ints("local_window_size", c.window))
                 .addAttribute(floats("scale", c.scale)).addAttribute(floats("softcap", c.softcap));
+        if (!kernel.isEmpty()) {
+            node.addAttribute(AttributeProto.newBuilder().setName("kernel").setType(AttributeProto.AttributeType.STRING)
+                    .setS(com.google.protobuf.ByteString.copyFromUtf8(kernel)));
+        }
         if (c.rotary > 0) {
             inputs.addAll(List.of("cos", "sin"));
             graph.addInput(value("cos", type, CAPACITY, c.rotary / 2)).addInput(value("sin", type, CAPACITY, c.rotary / 2));
