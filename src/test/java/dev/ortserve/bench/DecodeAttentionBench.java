@@ -41,11 +41,13 @@ class DecodeAttentionBench {
     static final int HEAD_DIM = Integer.getInteger("bench.head-dim", 128);
     static final int THREADS = Integer.getInteger("bench.threads", 2);
     static final int ROUNDS = Integer.getInteger("bench.rounds", 20);
+    /** New positions per row: 1, a decode step; more, a prompt's chunk (then -Dbench.rows=1: onnxruntime's kernel takes one row with a past). */
+    static final int STEPS = Integer.getInteger("bench.steps", 1);
 
     @Test
     void run() throws Exception {
-        StringBuilder report = new StringBuilder(String.format("%d rows x %d positions (buffer %d), %d layers, %d / %d heads of %d, %d threads, %d processors, median of %d steps%n",
-                ROWS, POSITIONS, CAPACITY, LAYERS, HEADS, KV_HEADS, HEAD_DIM, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
+        StringBuilder report = new StringBuilder(String.format("%d rows x %d positions (buffer %d), %d new, %d layers, %d / %d heads of %d, %d threads, %d processors, median of %d steps%n",
+                ROWS, POSITIONS, CAPACITY, STEPS, LAYERS, HEADS, KV_HEADS, HEAD_DIM, THREADS, Runtime.getRuntime().availableProcessors(), ROUNDS));
         String kv = System.getProperty("bench.kv", "both");
         for (String element : List.of("float32", "float16")) {
             if (kv.equals("both") || kv.equalsIgnoreCase(element)) report.append(measure(element.equals("float16"))).append('\n');
@@ -61,7 +63,8 @@ class DecodeAttentionBench {
         List<OnnxTensor> tensors = new ArrayList<>();
         Map<String, OnnxTensor> in = new HashMap<>(), pinned = new HashMap<>();
         ByteBuffer[] keys = new ByteBuffer[LAYERS], values = new ByteBuffer[LAYERS];
-        ByteBuffer q = random(random, ROWS * HEADS * HEAD_DIM, half), k = random(random, ROWS * KV_HEADS * HEAD_DIM, half), v = random(random, ROWS * KV_HEADS * HEAD_DIM, half);
+        ByteBuffer q = random(random, ROWS * STEPS * HEADS * HEAD_DIM, half), k = random(random, ROWS * STEPS * KV_HEADS * HEAD_DIM, half),
+                v = random(random, ROWS * STEPS * KV_HEADS * HEAD_DIM, half);
         int[] seqlens = new int[ROWS];
         Arrays.fill(seqlens, POSITIONS - 1);
         OrtSession.SessionOptions so = new OrtSession.SessionOptions();
@@ -71,11 +74,11 @@ class DecodeAttentionBench {
         nso.setIntraOpNumThreads(THREADS);
         nso.addConfigEntry("session.intra_op.allow_spinning", "0");
         nso.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
-        try (OrtSession session = env.createSession(GqaGraph.model(LAYERS, ROWS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half).toByteArray(), so);
-             OrtSession nativeSession = env.createSession(GqaGraph.model(LAYERS, ROWS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half, "dev.ortserve").toByteArray(), nso)) {
-            in.put("q", add(tensors, OnnxTensor.createTensor(env, q, new long[] {ROWS, 1, HEADS * HEAD_DIM}, type)));
-            in.put("k", add(tensors, OnnxTensor.createTensor(env, k, new long[] {ROWS, 1, KV_HEADS * HEAD_DIM}, type)));
-            in.put("v", add(tensors, OnnxTensor.createTensor(env, v, new long[] {ROWS, 1, KV_HEADS * HEAD_DIM}, type)));
+        try (OrtSession session = env.createSession(GqaGraph.model(LAYERS, ROWS, STEPS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half, "com.microsoft").toByteArray(), so);
+             OrtSession nativeSession = env.createSession(GqaGraph.model(LAYERS, ROWS, STEPS, HEADS, KV_HEADS, HEAD_DIM, CAPACITY, -1, 0f, 1f, half, "dev.ortserve").toByteArray(), nso)) {
+            in.put("q", add(tensors, OnnxTensor.createTensor(env, q, new long[] {ROWS, STEPS, HEADS * HEAD_DIM}, type)));
+            in.put("k", add(tensors, OnnxTensor.createTensor(env, k, new long[] {ROWS, STEPS, KV_HEADS * HEAD_DIM}, type)));
+            in.put("v", add(tensors, OnnxTensor.createTensor(env, v, new long[] {ROWS, STEPS, KV_HEADS * HEAD_DIM}, type)));
             in.put("seqlens", add(tensors, OnnxTensor.createTensor(env, IntBuffer.wrap(seqlens), new long[] {ROWS})));
             in.put("total", add(tensors, OnnxTensor.createTensor(env, IntBuffer.wrap(new int[] {CAPACITY}), new long[] {1})));
             long[] kvShape = {ROWS, KV_HEADS, CAPACITY, HEAD_DIM};

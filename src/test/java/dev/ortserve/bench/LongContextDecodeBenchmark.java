@@ -47,7 +47,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * in-place path), to target/long-context-decode.tsv, appended.
  * <p>
  * {@code -Dbench.native-attention=false} serves onnxruntime's GroupQueryAttention instead of the native library's
- * (ORTSERVE_ENGINE_NATIVE_ATTENTION=false).
+ * (ORTSERVE_ENGINE_NATIVE_ATTENTION=false); {@code -Dbench.compare-native=true} compares the two in one JVM, rounds
+ * alternating, both in place (the "copying" columns are then onnxruntime's op, the "in place" ones the native op).
  * <p>
  * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
  * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
@@ -70,7 +71,9 @@ class LongContextDecodeBenchmark {
     static final boolean KV_BOTH = "both".equals(System.getProperty("bench.kv-dtype"));
     static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.MODEL
             : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "model"));
-    static final boolean COPYING = KV_BOTH || !"inplace".equals(System.getProperty("bench.kv", "both"));
+    /** bench.compare-native=true: onnxruntime's GroupQueryAttention (the "copying" slot) against the native library's, both in place. */
+    static final boolean COMPARE_NATIVE = Boolean.getBoolean("bench.compare-native");
+    static final boolean COPYING = KV_BOTH || COMPARE_NATIVE || !"inplace".equals(System.getProperty("bench.kv", "both"));
     static final boolean IN_PLACE = !"copying".equals(System.getProperty("bench.kv", "both"));
     static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
     static final String MODEL = System.getProperty("bench.model");
@@ -96,10 +99,12 @@ class LongContextDecodeBenchmark {
                 name, precision, Runtime.getRuntime().availableProcessors(), OUTPUT, ROUNDS));
         StringBuilder tsv = new StringBuilder();
         String header = "| prompt tokens | streams | decode tok/s copying | decode tok/s in place | in place / copying | stream tok/s copying | stream tok/s in place | TTFT copying s | TTFT in place s |\n|---|---|---|---|---|---|---|---|---|\n";
-        report.append(KV_BOTH ? header.replace("in place", "fp16 KV").replace("copying", "fp32 KV") : header);
+        report.append(KV_BOTH ? header.replace("in place", "fp16 KV").replace("copying", "fp32 KV")
+                : COMPARE_NATIVE ? header.replace("in place", "native").replace("copying", "onnxruntime") : header);
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
-        try (LoadedModel model = ModelLoader.load(dir, base);
-             LoadedModel other = OPTIMUM ? ModelLoader.load(dir, fused)
+        try (LoadedModel model = ModelLoader.load(dir, COMPARE_NATIVE ? base.withRewrite(base.rewrite().withNativeAttention(false), base.rewriteCache()) : base);
+             LoadedModel other = COMPARE_NATIVE ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withNativeAttention(true), base.rewriteCache()))
+                     : OPTIMUM ? ModelLoader.load(dir, fused)
                      : KV_BOTH ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16),
                      base.rewriteCache())) : null) {
             if (OPTIMUM && other.rewrites().stream().noneMatch(r -> r.startsWith(dev.ortserve.engine.rewrite.GraphRewriter.ATTENTION_FUSED))) {
@@ -107,7 +112,7 @@ class LongContextDecodeBenchmark {
             }
             // bench.kv-dtype=both: fp32 KV in place (the "copying" slot) against float16 KV in place; bench.layout=optimum: as exported
             // (copying) against the attention fused (in place)
-            try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, KV_BOTH ? base.withKvInPlace(true) : base);
+            try (ContinuousBatchingEngine copying = new ContinuousBatchingEngine(model, KV_BOTH || COMPARE_NATIVE ? base.withKvInPlace(true) : base);
                  ContinuousBatchingEngine inPlace = new ContinuousBatchingEngine(other != null ? other : model, base.withKvInPlace(true))) {
                 // warm-up: both paths, one short round
                 if (COPYING) measure(copying, 35, 1, model);

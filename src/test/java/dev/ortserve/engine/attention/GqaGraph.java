@@ -31,10 +31,16 @@ public final class GqaGraph {
     /** The same graph with the attention nodes of {@code domain} (com.microsoft, or dev.ortserve for the native library's op). */
     public static ModelProto model(int layers, int rows, int heads, int kvHeads, int headDim, int capacity, int window, float softcap,
                                    float scale, boolean half, String domain) {
+        return model(layers, rows, 1, heads, kvHeads, headDim, capacity, window, softcap, scale, half, domain);
+    }
+
+    /** The same with {@code steps} new positions per row (1: a decode step; more: a prompt's chunk, one row). */
+    public static ModelProto model(int layers, int rows, int steps, int heads, int kvHeads, int headDim, int capacity, int window, float softcap,
+                                   float scale, boolean half, String domain) {
         int type = half ? TensorProto.DataType.FLOAT16_VALUE : TensorProto.DataType.FLOAT_VALUE;
         GraphProto.Builder graph = GraphProto.newBuilder().setName("gqa")
-                .addInput(value("q", type, rows, 1, heads * headDim))
-                .addInput(value("k", type, rows, 1, kvHeads * headDim)).addInput(value("v", type, rows, 1, kvHeads * headDim))
+                .addInput(value("q", type, rows, steps, heads * headDim))
+                .addInput(value("k", type, rows, steps, kvHeads * headDim)).addInput(value("v", type, rows, steps, kvHeads * headDim))
                 .addInput(value("seqlens", TensorProto.DataType.INT32_VALUE, rows)).addInput(value("total", TensorProto.DataType.INT32_VALUE, 1));
         for (int l = 0; l < layers; l++) {
             graph.addNode(NodeProto.newBuilder().setOpType("GroupQueryAttention").setDomain(domain)
