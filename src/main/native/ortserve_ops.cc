@@ -6,11 +6,12 @@
 // it; every other step (a prompt's chunk) is handed to onnxruntime's own GroupQueryAttention through the C API's
 // CreateOp / InvokeOp, so prompts run exactly as before. onnxruntime 1.29's CPU kernel reads a KV head once per query
 // head, and for a float16 cache widens it to float32 once per query head first (docs/benchmarks.md, "decode
-// attention"). The decode path keeps the op's semantics: the new key and value written at the row's seqlens_k in the
-// present buffer (in place when present and past are one buffer), rotary embedding on query and key when do_rotary,
-// softmax(scale q.k) over the row's positions (the last local_window_size + 1 of them with a window... see window_start),
-// softcap. Built by src/main/native/build.sh against onnxruntime's C API header (Debian's libonnxruntime-dev); the
-// hot loops are compiled for x86-64-v4, x86-64-v3 and the baseline and picked at load time.
+// attention, native"). The decode path keeps the op's semantics: the new key and value written at the row's seqlens_k
+// in the present buffer (in place when present and past are one buffer, else the past copied in first), rotary
+// embedding on query and key when do_rotary, softmax(softcap(scale q.k)) over the row's positions (its last
+// local_window_size with a window), the values weighted by it. Built by src/main/native/build.sh against onnxruntime's
+// C API header (Debian's libonnxruntime-dev); the kernel (attend_simd.inc) is compiled for AVX-512 and for AVX2 + FMA +
+// F16C, the widest the CPU runs picked per node, portable C++ otherwise (attend_portable below).
 
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
@@ -113,7 +114,7 @@ static void decode_one(void* data, size_t task) {
   const int position = job.seqlens[row];
   const int len = position + 1;
   const float scale = a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(dim)) : a.scale;
-  // the op's window: the new position and the local_window_size before it... as onnxruntime's CPU kernel masks
+  // the op's window: the row's last local_window_size positions, the new one included (NativeAttentionTest: as the op)
   const int from = a.local_window_size > 0 && len > a.local_window_size ? len - static_cast<int>(a.local_window_size) : 0;
 
   thread_local std::vector<float> scratch;
