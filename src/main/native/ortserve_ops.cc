@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attend.h"
@@ -196,19 +197,16 @@ struct Kernel {
   Kernel(const OrtKernelInfo* info, ONNXTensorElementDataType t) : type(t) {
     Ort::ConstKernelInfo ki(info);
     std::vector<Ort::OpAttr> attrs;
-    auto int_attr = [&](const char* name, int64_t& field) {
-      int64_t v;
-      OrtStatus* st = g_api->KernelInfoGetAttribute_int64(info, name, &v);
+    // an attribute the node sets: read into its field and passed on to onnxruntime's kernel (absent: the default stays)
+    auto attr = [&](const char* name, auto& field) {
+      std::remove_reference_t<decltype(field)> v;
+      constexpr bool is_int = std::is_same_v<decltype(v), int64_t>;
+      OrtStatus* st;
+      if constexpr (is_int) st = g_api->KernelInfoGetAttribute_int64(info, name, &v);
+      else st = g_api->KernelInfoGetAttribute_float(info, name, &v);
       if (st) { g_api->ReleaseStatus(st); return; }
       field = v;
-      attrs.emplace_back(name, &v, 1, OrtOpAttrType::ORT_OP_ATTR_INT);
-    };
-    auto float_attr = [&](const char* name, float& field) {
-      float v;
-      OrtStatus* st = g_api->KernelInfoGetAttribute_float(info, name, &v);
-      if (st) { g_api->ReleaseStatus(st); return; }
-      field = v;
-      attrs.emplace_back(name, &v, 1, OrtOpAttrType::ORT_OP_ATTR_FLOAT);
+      attrs.emplace_back(name, &v, 1, is_int ? OrtOpAttrType::ORT_OP_ATTR_INT : OrtOpAttrType::ORT_OP_ATTR_FLOAT);
     };
     size_t size = 0;
     if (OrtStatus* st = g_api->KernelInfoGetAttribute_string(info, "kernel", nullptr, &size)) {
@@ -218,13 +216,13 @@ struct Kernel {
       Ort::ThrowOnError(g_api->KernelInfoGetAttribute_string(info, "kernel", name.data(), &size));
       kernel.assign(name.data());
     }
-    int_attr("num_heads", a.num_heads);
-    int_attr("kv_num_heads", a.kv_num_heads);
-    int_attr("local_window_size", a.local_window_size);
-    int_attr("do_rotary", a.do_rotary);
-    int_attr("rotary_interleaved", a.rotary_interleaved);
-    float_attr("scale", a.scale);
-    float_attr("softcap", a.softcap);
+    attr("num_heads", a.num_heads);
+    attr("kv_num_heads", a.kv_num_heads);
+    attr("local_window_size", a.local_window_size);
+    attr("do_rotary", a.do_rotary);
+    attr("rotary_interleaved", a.rotary_interleaved);
+    attr("scale", a.scale);
+    attr("softcap", a.softcap);
     if (a.num_heads <= 0 || a.kv_num_heads <= 0 || a.num_heads % a.kv_num_heads != 0 || a.num_heads / a.kv_num_heads > 64)
       ORT_CXX_API_THROW("dev.ortserve.GroupQueryAttention: num_heads must be a positive multiple (at most 64) of kv_num_heads", ORT_INVALID_ARGUMENT);
     inputs = static_cast<int>(ki.GetInputCount());
