@@ -2,8 +2,9 @@
 //
 // The same inputs, outputs and attributes as com.microsoft.GroupQueryAttention (query, key, value, past_key,
 // past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache; output, present_key, present_value). A step of one
-// new position per row (a decode step) is computed here, reading each KV head once for all the query heads that share
-// it; every other step (a prompt's chunk) is handed to onnxruntime's own GroupQueryAttention through the C API's
+// new position per row (a decode step), or of a few in one row (a speculative verification, each position computed as
+// its decode step would be), is computed here, reading each KV head once for all the query heads that share it; every
+// other step (a prompt's chunk, a batch of first prompts) is handed to onnxruntime's own GroupQueryAttention through the C API's
 // CreateOp / InvokeOp, so prompts run exactly as before. onnxruntime 1.29's CPU kernel reads a KV head once per query
 // head, and for a float16 cache widens it to float32 once per query head first (docs/benchmarks.md, "decode
 // attention, native"). The decode path keeps the op's semantics: the new key and value written at the row's seqlens_k
@@ -90,8 +91,11 @@ struct DecodeJob {
   const T* query;        // [rows, 1, (heads [+ 2 kvHeads]) * dim]
   const T* key;          // [rows, 1, kvHeads * dim] or inside query
   const T* value;
-  int64_t q_row_stride;  // elements per row of query
+  int steps;             // new positions per row (1: a decode step; a few: a speculative verification)
+  int64_t q_row_stride;  // elements per row of query (all its new positions)
+  int64_t q_step_stride; // elements per new position of query
   int64_t kv_row_stride; // elements per row of key / value
+  int64_t kv_step_stride;
   int64_t k_offset, v_offset;  // where a row's key / value starts in its source row
   T* present_key;        // [rows, kvHeads, capacity, dim]
   T* present_value;
@@ -112,65 +116,74 @@ static void decode_one(void* data, size_t task) {
   const int kv_heads = static_cast<int>(a.kv_num_heads), group = static_cast<int>(a.num_heads / a.kv_num_heads);
   const int dim = job.dim;
   const int row = static_cast<int>(task / kv_heads), kh = static_cast<int>(task % kv_heads);
-  const int position = job.seqlens[row];
-  const int len = position + 1;
+  // the row's new positions end at seqlens_k (right padding): total - steps ... total - 1
+  const int total = job.seqlens[row] + 1;
+  const int first = total - job.steps;
   const float scale = a.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(dim)) : a.scale;
-  // the op's window: the row's last local_window_size positions, the new one included (NativeAttentionTest: as the op)
-  const int from = a.local_window_size > 0 && len > a.local_window_size ? len - static_cast<int>(a.local_window_size) : 0;
 
   thread_local std::vector<float> scratch;
-  const size_t need = static_cast<size_t>(group) * dim * 2 + static_cast<size_t>(group) * len + dim;
+  const size_t need = static_cast<size_t>(group) * dim * 2 + static_cast<size_t>(group) * total + dim;
   if (scratch.size() < need) scratch.resize(need);
   float* q = scratch.data();
   float* out = q + static_cast<size_t>(group) * dim;
   float* kv = out + static_cast<size_t>(group) * dim;
   float* s = kv + dim;
-
-  const T* cos = job.cos ? job.cos + static_cast<size_t>(position) * (job.rotary_dim / 2) : nullptr;
-  const T* sin = job.sin ? job.sin + static_cast<size_t>(position) * (job.rotary_dim / 2) : nullptr;
-  const bool rotary = a.do_rotary != 0 && cos != nullptr;
-
-  // the new key and value at the row's position
+  const bool rotary = a.do_rotary != 0 && job.cos != nullptr;
+  const int half_rotary = job.rotary_dim / 2;
   size_t head_base = (static_cast<size_t>(row) * kv_heads + kh) * job.capacity * dim;
-  T* key_at = job.present_key + head_base + static_cast<size_t>(position) * dim;
-  T* value_at = job.present_value + head_base + static_cast<size_t>(position) * dim;
-  const T* k_src = job.key + row * job.kv_row_stride + job.k_offset + static_cast<size_t>(kh) * dim;
-  const T* v_src = job.value + row * job.kv_row_stride + job.v_offset + static_cast<size_t>(kh) * dim;
-  if (rotary) {
-    for (int d = 0; d < dim; d++) kv[d] = widen(k_src[d]);
-    rotate(kv, dim, job.rotary_dim, cos, sin, a.rotary_interleaved != 0);
-    for (int d = 0; d < dim; d++) key_at[d] = static_cast<T>(kv[d]);
-  } else if (key_at != k_src) {
-    std::memcpy(key_at, k_src, sizeof(T) * dim);
-  }
-  if (value_at != v_src) std::memcpy(value_at, v_src, sizeof(T) * dim);
 
-  for (int g = 0; g < group; g++) {
-    const T* qs = job.query + row * job.q_row_stride + static_cast<size_t>(kh * group + g) * dim;
-    for (int d = 0; d < dim; d++) q[g * dim + d] = widen(qs[d]);
+  // the new keys (rotated) and values at their positions first: a later new position attends to the earlier ones
+  for (int t = 0; t < job.steps; t++) {
+    const int position = first + t;
+    T* key_at = job.present_key + head_base + static_cast<size_t>(position) * dim;
+    T* value_at = job.present_value + head_base + static_cast<size_t>(position) * dim;
+    const T* k_src = job.key + row * job.kv_row_stride + t * job.kv_step_stride + job.k_offset + static_cast<size_t>(kh) * dim;
+    const T* v_src = job.value + row * job.kv_row_stride + t * job.kv_step_stride + job.v_offset + static_cast<size_t>(kh) * dim;
     if (rotary) {
-      // rounded to the node's type as onnxruntime's kernel holds the rotated query
-      rotate(q + g * dim, dim, job.rotary_dim, cos, sin, a.rotary_interleaved != 0);
-      for (int d = 0; d < dim; d++) q[g * dim + d] = widen(static_cast<T>(q[g * dim + d]));
+      for (int d = 0; d < dim; d++) kv[d] = widen(k_src[d]);
+      rotate(kv, dim, job.rotary_dim, job.cos + static_cast<size_t>(position) * half_rotary, job.sin + static_cast<size_t>(position) * half_rotary,
+             a.rotary_interleaved != 0);
+      for (int d = 0; d < dim; d++) key_at[d] = static_cast<T>(kv[d]);
+    } else {
+      std::memcpy(key_at, k_src, sizeof(T) * dim);
     }
+    std::memcpy(value_at, v_src, sizeof(T) * dim);
   }
-  ortserve::AttendArgs args{};
-  args.q = q;
-  args.group = group;
-  args.dim = dim;
-  args.keys = job.present_key + head_base;
-  args.values = job.present_value + head_base;
-  args.half = sizeof(T) == 2;
-  args.from = from;
-  args.len = len;
-  args.scale = scale;
-  args.softcap = a.softcap;
-  args.scores = s;
-  args.out = out;
-  job.attend(args);
-  for (int g = 0; g < group; g++) {
-    T* o = job.output + static_cast<size_t>(row) * a.num_heads * dim + static_cast<size_t>(kh * group + g) * dim;
-    for (int d = 0; d < dim; d++) o[d] = static_cast<T>(out[g * dim + d]);
+
+  // each new position attends to the row's positions up to itself, computed as a decode step at that position is
+  for (int t = 0; t < job.steps; t++) {
+    const int position = first + t;
+    const int len = position + 1;
+    // the op's window: the last local_window_size positions, the new one included (NativeAttentionTest: as the op)
+    const int from = a.local_window_size > 0 && len > a.local_window_size ? len - static_cast<int>(a.local_window_size) : 0;
+    for (int g = 0; g < group; g++) {
+      const T* qs = job.query + row * job.q_row_stride + t * job.q_step_stride + static_cast<size_t>(kh * group + g) * dim;
+      for (int d = 0; d < dim; d++) q[g * dim + d] = widen(qs[d]);
+      if (rotary) {
+        // rounded to the node's type as onnxruntime's kernel holds the rotated query
+        rotate(q + g * dim, dim, job.rotary_dim, job.cos + static_cast<size_t>(position) * half_rotary,
+               job.sin + static_cast<size_t>(position) * half_rotary, a.rotary_interleaved != 0);
+        for (int d = 0; d < dim; d++) q[g * dim + d] = widen(static_cast<T>(q[g * dim + d]));
+      }
+    }
+    ortserve::AttendArgs args{};
+    args.q = q;
+    args.group = group;
+    args.dim = dim;
+    args.keys = job.present_key + head_base;
+    args.values = job.present_value + head_base;
+    args.half = sizeof(T) == 2;
+    args.from = from;
+    args.len = len;
+    args.scale = scale;
+    args.softcap = a.softcap;
+    args.scores = s;
+    args.out = out;
+    job.attend(args);
+    for (int g = 0; g < group; g++) {
+      T* o = job.output + (static_cast<size_t>(row) * job.steps + t) * a.num_heads * dim + static_cast<size_t>(kh * group + g) * dim;
+      for (int d = 0; d < dim; d++) o[d] = static_cast<T>(out[g * dim + d]);
+    }
   }
 }
 
@@ -186,6 +199,10 @@ static ortserve::AttendFn attend_for(int dim, const std::string& at_most) {
 #endif
   return &ortserve::attend_portable;
 }
+
+// steps of at most this many new positions per row are computed here (decode, and speculative verification: the
+// engine drafts at most 8 tokens, so it verifies at most 9 positions)
+constexpr int64_t kNativeSteps = 16;
 
 struct Kernel {
   Attributes a;
@@ -242,7 +259,7 @@ struct Kernel {
     auto seqlens = ctx.GetInput(5);
     auto qshape = query.GetTensorTypeAndShapeInfo().GetShape();
     auto pshape = past_key.GetTensorTypeAndShapeInfo().GetShape();
-    const int64_t rows = qshape[0];
+    const int64_t rows = qshape[0], steps = qshape[1];
     const int64_t heads = a.num_heads, kv_heads = a.kv_num_heads;
     const bool packed = key == nullptr || key.GetTensorTypeAndShapeInfo().GetElementCount() == 0;
     const int64_t dim = packed ? qshape[2] / (heads + 2 * kv_heads) : qshape[2] / heads;
@@ -253,10 +270,10 @@ struct Kernel {
     const int64_t capacity = std::max(total_len, past_capacity);
     const int32_t* lens = seqlens.GetTensorData<int32_t>();
     for (int64_t r = 0; r < rows; r++) {
-      if (lens[r] < 0 || lens[r] >= capacity)
+      if (lens[r] + 1 < steps || lens[r] >= capacity)
         ORT_CXX_API_THROW("dev.ortserve.GroupQueryAttention: a row's position is outside its KV buffer", ORT_INVALID_ARGUMENT);
     }
-    std::vector<int64_t> out_shape{rows, 1, heads * dim};
+    std::vector<int64_t> out_shape{rows, steps, heads * dim};
     std::vector<int64_t> present_shape{rows, kv_heads, capacity, dim};
     auto output = ctx.GetOutput(0, out_shape);
     auto present_key = ctx.GetOutput(1, present_shape);
@@ -276,17 +293,21 @@ struct Kernel {
     DecodeJob<T> job{};
     job.a = &a;
     job.query = query.GetTensorData<T>();
-    job.q_row_stride = qshape[2];
+    job.steps = static_cast<int>(steps);
+    job.q_step_stride = qshape[2];
+    job.q_row_stride = steps * qshape[2];
     if (packed) {
       job.key = job.query;
       job.value = job.query;
-      job.kv_row_stride = qshape[2];
+      job.kv_step_stride = qshape[2];
+      job.kv_row_stride = steps * qshape[2];
       job.k_offset = heads * dim;
       job.v_offset = (heads + kv_heads) * dim;
     } else {
       job.key = key.GetTensorData<T>();
       job.value = value.GetTensorData<T>();
-      job.kv_row_stride = kv_heads * dim;
+      job.kv_step_stride = kv_heads * dim;
+      job.kv_row_stride = steps * kv_heads * dim;
       job.k_offset = 0;
       job.v_offset = 0;
     }
@@ -328,7 +349,14 @@ struct Kernel {
     Ort::KernelContext ctx(raw);
     auto query = ctx.GetInput(0);
     auto qshape = query.GetTensorTypeAndShapeInfo().GetShape();
-    if (qshape.size() == 3 && qshape[1] == 1) {
+    // one new position per row (decode) or a few (a speculative verification: each position computed as a decode step
+    // there would be, so drafting leaves the output as it was); more, a prompt's chunk: onnxruntime's own kernel
+    // (one row then, its new positions ending at its seqlens_k as onnxruntime takes several new tokens after a past)
+    bool native = qshape.size() == 3 && qshape[1] == 1;
+    if (!native && qshape.size() == 3 && qshape[0] == 1 && qshape[1] <= kNativeSteps) {
+      native = ctx.GetInput(5).GetTensorData<int32_t>()[0] + 1 >= qshape[1];
+    }
+    if (native) {
       if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) decode<float>(ctx, raw);
       else decode<half>(ctx, raw);
       return;

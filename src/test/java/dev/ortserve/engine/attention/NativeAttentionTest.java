@@ -45,7 +45,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * kernels (AVX-512 where the CPU has it, AVX2, portable C++), the present bound to
  * the past's buffer (in place, as served) and not (then the past is copied into a longer present). The output agrees
  * within float rounding of values of order 1 (float16: 2 units in the last place); the present to the bit
- * (with rotary the new key to a unit or two of its terms: both round one rotation). Prompt steps (several positions) are onnxruntime's own
+ * (with rotary the new key to a unit or two of its terms: both round one rotation). A few new positions in one row (a
+ * speculative verification) are the library's too, each position within the same bounds. Longer prompt chunks are onnxruntime's own
  * kernel invoked by the library: outputs and present equal to the bit.
  */
 class NativeAttentionTest {
@@ -128,13 +129,37 @@ class NativeAttentionTest {
 
     @ParameterizedTest(name = "half {0}, rotary {1}, in place {2}")
     @CsvSource({"false, 0, true", "true, 0, true", "false, 64, true", "true, 64, false"})
-    void aPromptStepIsOnnxRuntimesOwn(boolean half, int rotary, boolean inPlace) throws Exception {
+    void aPromptChunkIsOnnxRuntimesOwn(boolean half, int rotary, boolean inPlace) throws Exception {
         Case c = new Case(8, 4, 64, -1, 0f, 0f, half, rotary, false, false, inPlace);
-        int[] seqlens = {9}; // three positions new after 7 (onnxruntime's kernel takes one row when a prompt has a past)
-        Run ort = run(c, ORT, 3, seqlens, CAPACITY, ""), mine = run(c, NATIVE, 3, seqlens, CAPACITY, "");
+        int[] seqlens = {29}; // 20 positions new after 10 (more than the library computes itself: onnxruntime's kernel)
+        Run ort = run(c, ORT, 20, seqlens, CAPACITY, ""), mine = run(c, NATIVE, 20, seqlens, CAPACITY, "");
         assertArrayEquals(ort.out, mine.out);
         assertArrayEquals(ort.presentKey, mine.presentKey);
         assertArrayEquals(ort.presentValue, mine.presentValue);
+    }
+
+    @ParameterizedTest(name = "half {0}, rotary {1}, window {2}")
+    @CsvSource({"false, 0, -1", "true, 0, -1", "false, 64, 7", "true, 64, -1"})
+    void aFewNewPositionsAreComputedByTheLibrary(boolean half, int rotary, int window) throws Exception {
+        // a speculative verification: one row, 5 positions new after 12, each computed as a decode step there would be
+        Case c = new Case(8, 4, 64, window, 0f, 0f, half, rotary, false, false, true);
+        int steps = 5;
+        int[] seqlens = {16};
+        Run ort = run(c, ORT, steps, seqlens, CAPACITY, "");
+        for (String kernel : KERNELS) {
+            Run mine = run(c, NATIVE, steps, seqlens, CAPACITY, kernel);
+            for (int i = 0; i < ort.out.length; i++) {
+                float e = ort.out[i], magnitude = Math.max(Math.abs(e), half ? 0.25f : 1f);
+                float tolerance = half ? 2 * Math.ulp(magnitude) * (1 << 13) : 2e-5f * magnitude;
+                assertEquals(e, mine.out[i], tolerance, kernel + ": output " + i + " (position " + (12 + i / (c.heads * c.dim)) + ")");
+            }
+            for (int i = 0; i < ort.presentKey.length; i++) {
+                float terms = Math.max(Math.abs(ort.presentKey[i]), 1f);
+                float unit = rotary == 0 ? 0f : half ? Math.ulp(terms) * (1 << 13) : 2 * Math.ulp(terms);
+                assertEquals(ort.presentKey[i], mine.presentKey[i], unit, kernel + ": key element " + i);
+                assertEquals(ort.presentValue[i], mine.presentValue[i], 0f, kernel + ": value element " + i);
+            }
+        }
     }
 
     @Test
