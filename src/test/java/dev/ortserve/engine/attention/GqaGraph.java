@@ -16,7 +16,7 @@ import java.util.List;
  * A graph of {@code layers} com.microsoft.GroupQueryAttention nodes on one decode position per row, each over its own
  * KV buffer: inputs q, k, v ([rows, 1, heads x head size], shared), pk{l} and pv{l} ([rows, kvHeads, capacity, head
  * size]), seqlens ([rows] int32) and total ([1] int32); outputs out{l}, prk{l}, prv{l}. For tests and the benchmark
- * that set {@link DecodeAttention} beside the op.
+ * that set the native library's op ({@code dev.ortserve}) beside it.
  */
 public final class GqaGraph {
 
