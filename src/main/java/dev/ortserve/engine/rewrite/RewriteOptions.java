@@ -122,8 +122,9 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return precision != WeightPrecision.MODEL || halfKv();
     }
 
+    /** Some rewrite asked for; the native attention alone is not one (it rides along: with every other rewrite off the graph loads as exported). */
     public boolean any() {
-        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty() || nativeAttention;
+        return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty();
     }
 
     /** Part of the cache key: a different choice is a different rewritten model. */
