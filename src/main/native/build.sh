@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds ortserve's onnxruntime custom-op library (libortserve_ops.so: dev.ortserve.GroupQueryAttention, see
-# ortserve_ops.cc) into OUT_DIR/native/linux-x86_64/, where the engine finds it on the class path. Run by Maven
+# ortserve_ops.cc, and dev.ortserve.MatMulNBits, matmul_nbits.cc) into OUT_DIR/native/linux-x86_64/, where the engine finds it on the class path. Run by Maven
 # (generate-resources, pom.xml) on every build; does nothing when the library is newer than its sources.
 #
 # Needs g++ (12 or newer) and onnxruntime's C API headers. The headers are Debian's libonnxruntime-dev (the C API is
@@ -56,7 +56,9 @@ trap 'rm -rf "$work"' EXIT
 flags=(-O3 -std=c++17 -fPIC -fvisibility=hidden -ffp-contract=fast -fno-math-errno -fassociative-math -fno-signed-zeros
        -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -I"$include")
 g++ "${flags[@]}" -c "$src_dir/ortserve_ops.cc" -o "$work/ops.o"
+g++ "${flags[@]}" -c "$src_dir/matmul_nbits.cc" -o "$work/matmul.o"
 g++ "${flags[@]}" -mavx2 -mfma -mf16c -c "$src_dir/attend_avx2.cc" -o "$work/avx2.o"
+g++ "${flags[@]}" -mavx2 -mfma -c "$src_dir/qmatmul_avx2.cc" -o "$work/qavx2.o"
 g++ "${flags[@]}" -Wno-maybe-uninitialized -mavx512f -mfma -mf16c -c "$src_dir/attend_avx512.cc" -o "$work/avx512.o"
 mkdir -p "$(dirname "$target")"
 # libstdc++ shared, as onnxruntime has it: linked in statically it would bring glibc 2.36 symbols (arc4random) that the

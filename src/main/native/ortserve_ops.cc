@@ -1,4 +1,5 @@
-// ortserve's onnxruntime custom-op library: dev.ortserve.GroupQueryAttention.
+// ortserve's onnxruntime custom-op library: dev.ortserve.GroupQueryAttention, and dev.ortserve.MatMulNBits
+// (matmul_nbits.cc).
 //
 // The same inputs, outputs and attributes as com.microsoft.GroupQueryAttention (query, key, value, past_key,
 // past_value, seqlens_k, total_sequence_length, cos_cache, sin_cache; output, present_key, present_value). A step of one
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "attend.h"
+#include "matmul_nbits.h"
 
 namespace {
 
@@ -429,6 +431,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL Regist
     if (!added) {
       domain.Add(&float_op());
       domain.Add(&half_op());
+      domain.Add(ortserve::matmul_nbits_op());
       added = true;
     }
     Ort::UnownedSessionOptions(options).Add(domain);

@@ -1,0 +1,49 @@
+// A block-quantized matrix product of a step's few rows (decode, speculative verification): y[r, n] = sum_k x[r, k] w[k, n]
+// with w in com.microsoft.MatMulNBits' layout (blocks of 32 along K per output column, 4-bit values two to a byte, low
+// nibble first, or 8-bit; the op's default zero point 2^(bits-1); one float scale per block) and x quantized per block
+// of 32 to int8 (scale = the block's largest magnitude / 127, as llama.cpp's Q8_0 and onnxruntime's int8-activation
+// path quantize it), so each block is an integer dot product and two scales. Shared by the per-instruction-set
+// translation units (qmatmul_avx2.cc, and the portable one in matmul_nbits.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ortserve {
+
+constexpr int kQBlock = 32;
+
+// a step's rows quantized: per row and block, 32 int8 values and their scale; corr = zero point x scale x sum of the
+// values, the term the weights' zero point contributes. For 4-bit weights the values are in the order of the bytes'
+// nibbles (low: even positions, high: odd ones), two blocks a time: blocks 2p and 2p+1 are the 64 bytes
+// [evens of 2p, evens of 2p+1, odds of 2p, odds of 2p+1]; an odd last block alone is [its evens, its odds].
+struct QuantizedRows {
+  const int8_t* q;     // [rows][blocks][32]
+  const float* scale;  // [rows][blocks]
+  const float* corr;   // [rows][blocks]
+};
+
+struct QMatArgs {
+  const uint8_t* w;       // [N][blocks][32 * bits / 8]
+  const float* scales;    // [N][blocks]
+  int bits;               // 4 or 8
+  int blocks;
+  int rows;
+  QuantizedRows x;
+  float* y;               // [rows][n_total]
+  int64_t n_total;
+  int64_t n_from, n_to;   // this task's output columns
+};
+
+using QMatFn = void (*)(const QMatArgs&);
+
+// where position j of block b (of `blocks`) of a row's 4-bit-ordered values is, from the row's start
+inline int nibble_order(int b, int j, int blocks) {
+  if (b == blocks - 1 && blocks % 2 == 1) return b * kQBlock + (j % 2 == 0 ? j / 2 : 16 + j / 2);
+  return (b - b % 2) * kQBlock + (j % 2 == 0 ? 0 : 32) + (b % 2) * 16 + j / 2;
+}
+
+void qmat_portable(const QMatArgs& a);
+void qmat_avx2(const QMatArgs& a);  // needs AVX2 and FMA
+
+}  // namespace ortserve
