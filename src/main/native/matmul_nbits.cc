@@ -118,12 +118,24 @@ struct Kernel {
     const int blocks = static_cast<int>((k + ortserve::kQBlock - 1) / ortserve::kQBlock);
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> scales;
+    thread_local std::vector<float> spread;
     q.resize(static_cast<size_t>(rows) * blocks * ortserve::kQBlock);
     scales.resize(static_cast<size_t>(rows) * blocks * 2);
+    const size_t spread_row = static_cast<size_t>(bits == 4 ? blocks / 2 : blocks) * 8;
+    spread.resize(static_cast<size_t>(rows) * spread_row);
     const float* x = a.GetTensorData<float>();
     for (int64_t r = 0; r < rows; r++) {
       quantize_row(x + r * k, k, blocks, static_cast<int>(bits), q.data() + static_cast<size_t>(r) * blocks * ortserve::kQBlock,
                    scales.data() + static_cast<size_t>(r) * blocks, scales.data() + static_cast<size_t>(rows + r) * blocks);
+      const float* d = scales.data() + static_cast<size_t>(r) * blocks;
+      float* out = spread.data() + static_cast<size_t>(r) * spread_row;
+      if (bits == 4) {
+        for (int p = 0; p < blocks / 2; p++)
+          for (int i = 0; i < 8; i++) out[p * 8 + i] = d[2 * p + i / 4];
+      } else {
+        for (int b = 0; b < blocks; b++)
+          for (int i = 0; i < 8; i++) out[b * 8 + i] = d[b];
+      }
     }
     Job job{};
     job.fn = qmat_for(kernel);
@@ -132,7 +144,7 @@ struct Kernel {
     job.args.bits = static_cast<int>(bits);
     job.args.blocks = blocks;
     job.args.rows = static_cast<int>(rows);
-    job.args.x = {q.data(), scales.data(), scales.data() + static_cast<size_t>(rows) * blocks};
+    job.args.x = {q.data(), scales.data(), scales.data() + static_cast<size_t>(rows) * blocks, spread.data()};
     job.args.y = y.GetTensorMutableData<float>();
     job.args.n_total = n;
     const size_t tasks = static_cast<size_t>((n + kColumnsPerTask - 1) / kColumnsPerTask);

@@ -21,6 +21,8 @@ struct QuantizedRows {
   const int8_t* q;     // [rows][blocks][32]
   const float* scale;  // [rows][blocks]
   const float* corr;   // [rows][blocks]
+  const float* spread; // [rows][blocks / 2][8]: 4-bit, each pair's scales as the AVX2 kernel multiplies them (4 x the
+                       // first, 4 x the second); 8-bit: [rows][blocks][8], each block's scale 8 times
 };
 
 struct QMatArgs {

@@ -28,9 +28,12 @@ inline void column(const ortserve::QMatArgs& a, int64_t n, int r0) {
   for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
   const int8_t* xq[R];
   const float* xs[R];
+  const float* x8[R];  // the rows' scales spread over a register's lanes (qmatmul.h)
+  const size_t spread_row = static_cast<size_t>(BITS == 4 ? blocks / 2 : blocks) * 8;
   for (int r = 0; r < R; r++) {
     xq[r] = a.x.q + static_cast<size_t>(r0 + r) * blocks * ortserve::kQBlock;
     xs[r] = a.x.scale + static_cast<size_t>(r0 + r) * blocks;
+    x8[r] = a.x.spread + static_cast<size_t>(r0 + r) * spread_row;
   }
   int b = 0;
   if constexpr (BITS == 4) {
@@ -40,14 +43,14 @@ inline void column(const ortserve::QMatArgs& a, int64_t n, int r0) {
     for (; b + 2 <= blocks; b += 2) {
       __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 16));
       __m256i lo = _mm256_and_si256(packed, low), hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low);
-      __m128 sw = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ws + b)));
+      // the pair's weight scales, 4 lanes each, once for all rows
+      __m256 sw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ws + b)))), spread);
       for (int r = 0; r < R; r++) {
         const int8_t* xb = xq[r] + b * ortserve::kQBlock;
         __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb))),
                                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32))));
         __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-        __m128 s = _mm_mul_ps(sw, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(xs[r] + b))));
-        acc[r] = _mm256_fmadd_ps(dot, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s), spread), acc[r]);
+        acc[r] = _mm256_fmadd_ps(dot, _mm256_mul_ps(sw, _mm256_loadu_ps(x8[r] + b * 4)), acc[r]);
       }
     }
   }
@@ -64,12 +67,12 @@ inline void column(const ortserve::QMatArgs& a, int64_t n, int r0) {
       wu = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32)), flip);
       wabs = _mm256_abs_epi8(wu);
     }
-    const float sw = ws[b];
+    const __m256 sw = _mm256_set1_ps(ws[b]);
     for (int r = 0; r < R; r++) {
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq[r] + b * ortserve::kQBlock));
       __m256i pairs = BITS == 4 ? _mm256_maddubs_epi16(wu, xv) : _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xv, wu));
       __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
-      acc[r] = _mm256_fmadd_ps(dot, _mm256_set1_ps(sw * xs[r][b]), acc[r]);
+      acc[r] = _mm256_fmadd_ps(dot, BITS == 4 ? _mm256_set1_ps(ws[b] * xs[r][b]) : _mm256_mul_ps(sw, _mm256_loadu_ps(x8[r] + b * 8)), acc[r]);
     }
   }
   for (int r = 0; r < R; r++) {
@@ -90,9 +93,13 @@ inline void column(const ortserve::QMatArgs& a, int64_t n, int r0) {
 
 template <int BITS>
 void all(const ortserve::QMatArgs& a) {
+  // row tiles outside, the task's columns inside: a tile's x (4 x K bytes) stays in L1 across the columns, and the
+  // task's weights (16 columns) stay in L2 across the tiles
+  int r = 0;
+  for (; r + 4 <= a.rows; r += 4) {
+    for (int64_t n = a.n_from; n < a.n_to; n++) column<4, BITS>(a, n, r);
+  }
   for (int64_t n = a.n_from; n < a.n_to; n++) {
-    int r = 0;
-    for (; r + 4 <= a.rows; r += 4) column<4, BITS>(a, n, r);
     switch (a.rows - r) {
       case 3: column<3, BITS>(a, n, r); break;
       case 2: column<2, BITS>(a, n, r); break;

@@ -75,7 +75,7 @@ class QuantizedMatMulBench {
             if (domain.equals(QuantizedMatMul.NATIVE)) so.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
             sessions.put(domain, env.createSession(model(weights, domain).toByteArray(), so));
         }
-        StringBuilder report = new StringBuilder(String.format("%s shapes, %d layers, int%d, %.1f MB of weights and scales, %d threads (%s), %d processors, median of %d steps%n",
+        StringBuilder report = new StringBuilder(String.format("onnxruntime %s, %s shapes, %d layers, int%d, %.1f MB of weights and scales, %d threads (%s), %d processors, median of %d steps%n", env.getVersion(),
                 SHAPE, layers, BITS, bytes / 1e6, THREADS, SPIN ? "spinning" : "not spinning", Runtime.getRuntime().availableProcessors(), ROUNDS));
         for (String r : System.getProperty("bench.rows", "1,4,16").split(",")) {
             int rows = Integer.parseInt(r.trim());
