@@ -359,6 +359,15 @@ public interface OrtserveConfig {
         boolean nativeAttention();
 
         /**
+         * Quantized weights' MatMuls (MatMulNBits with int8 activations: int4 / int8 serving, and exports quantized so)
+         * run as the op of ortserve's native library (src/main/native): the same int8 quantization of the activations as
+         * onnxruntime's kernel, integer dot products, each weight block read once for up to four rows. CPU provider on
+         * Linux x86-64 only; elsewhere onnxruntime's op as before.
+         */
+        @WithDefault("true")
+        boolean nativeMatmul();
+
+        /**
          * Constant-weight MatMuls that read the same activations (a layer's q, k and v; its gate and
          * up) are packed into one MatMul and a Split on load (a graph rewrite, checked like the others).
          */

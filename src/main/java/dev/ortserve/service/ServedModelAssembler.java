@@ -186,7 +186,8 @@ final class ServedModelAssembler {
                 config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
                 new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype)
-                        .withLoraModules(loraModules(entry)).withNativeAttention(config.engine().nativeAttention()),
+                        .withLoraModules(loraModules(entry)).withNativeAttention(config.engine().nativeAttention())
+                        .withNativeMatMul(config.engine().nativeMatmul()),
                 config.modelCacheDir().resolve("rewritten"),
                 spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
                 entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L),

@@ -49,6 +49,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code -Dbench.native-attention=false} serves onnxruntime's GroupQueryAttention instead of the native library's
  * (ORTSERVE_ENGINE_NATIVE_ATTENTION=false); {@code -Dbench.compare-native=true} compares the two in one JVM, rounds
  * alternating, both in place (the "copying" columns are then onnxruntime's op, the "in place" ones the native op).
+ * {@code -Dbench.native-matmul=false} serves onnxruntime's MatMulNBits for the quantized weights instead of the native
+ * library's (ORTSERVE_ENGINE_NATIVE_MATMUL=false); {@code -Dbench.compare-native=matmul} compares those two the same way.
  * <p>
  * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
  * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
@@ -72,12 +74,20 @@ class LongContextDecodeBenchmark {
     static final dev.ortserve.engine.rewrite.KvCacheDtype KV_DTYPE = KV_BOTH ? dev.ortserve.engine.rewrite.KvCacheDtype.MODEL
             : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "model"));
     /** bench.compare-native=true: onnxruntime's GroupQueryAttention (the "copying" slot) against the native library's, both in place. */
-    static final boolean COMPARE_NATIVE = Boolean.getBoolean("bench.compare-native");
+    static final String COMPARE_WHAT = System.getProperty("bench.compare-native", "false");
+    static final boolean COMPARE_NATIVE = !COMPARE_WHAT.equals("false");
+    /** bench.compare-native=matmul: onnxruntime's MatMulNBits against the native library's (the quantized weights; -Dbench.precision=int4|int8). */
+    static final boolean COMPARE_MATMUL = COMPARE_WHAT.equals("matmul");
     static final boolean COPYING = KV_BOTH || COMPARE_NATIVE || !"inplace".equals(System.getProperty("bench.kv", "both"));
     static final boolean IN_PLACE = !"copying".equals(System.getProperty("bench.kv", "both"));
     static final boolean OPTIMUM = "optimum".equals(System.getProperty("bench.layout", "gqa"));
     static final String MODEL = System.getProperty("bench.model");
     private static final AtomicInteger IDS = new AtomicInteger();
+
+    /** The options with the compared native op on or off (the other native op as asked). */
+    private static RewriteOptions compared(RewriteOptions r, boolean on) {
+        return COMPARE_MATMUL ? r.withNativeMatMul(on) : r.withNativeAttention(on);
+    }
 
     @Test
     void run() throws Exception {
@@ -87,7 +97,8 @@ class LongContextDecodeBenchmark {
                 ? ", Optimum layout (copying: as exported; in place: attention fused into GroupQueryAttention)" : MODEL != null ? "" : " GroupQueryAttention variant");
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
                 .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(!OPTIMUM && !Boolean.getBoolean("bench.no-attention-rewrites")).withKvCacheDtype(KV_DTYPE)
-                                .withNativeAttention(!"false".equals(System.getProperty("bench.native-attention"))),
+                                .withNativeAttention(!"false".equals(System.getProperty("bench.native-attention")))
+                                .withNativeMatMul(!"false".equals(System.getProperty("bench.native-matmul"))),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"
@@ -102,8 +113,8 @@ class LongContextDecodeBenchmark {
         report.append(KV_BOTH ? header.replace("in place", "fp16 KV").replace("copying", "fp32 KV")
                 : COMPARE_NATIVE ? header.replace("in place", "native").replace("copying", "onnxruntime") : header);
         Map<Boolean, double[][]> rates = Map.of(false, new double[PROMPTS.length][STREAMS.length], true, new double[PROMPTS.length][STREAMS.length]);
-        try (LoadedModel model = ModelLoader.load(dir, COMPARE_NATIVE ? base.withRewrite(base.rewrite().withNativeAttention(false), base.rewriteCache()) : base);
-             LoadedModel other = COMPARE_NATIVE ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withNativeAttention(true), base.rewriteCache()))
+        try (LoadedModel model = ModelLoader.load(dir, COMPARE_NATIVE ? base.withRewrite(compared(base.rewrite(), false), base.rewriteCache()) : base);
+             LoadedModel other = COMPARE_NATIVE ? ModelLoader.load(dir, base.withRewrite(compared(base.rewrite(), true), base.rewriteCache()))
                      : OPTIMUM ? ModelLoader.load(dir, fused)
                      : KV_BOTH ? ModelLoader.load(dir, base.withRewrite(base.rewrite().withKvCacheDtype(dev.ortserve.engine.rewrite.KvCacheDtype.FLOAT16),
                      base.rewriteCache())) : null) {

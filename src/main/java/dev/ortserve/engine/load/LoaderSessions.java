@@ -103,16 +103,16 @@ final class LoaderSessions {
     /** System property: true turns onnxruntime's CPU arena off (a memory measurement, docs/benchmarks.md); unset, the arena is on. */
     static final String NO_ARENA_PROPERTY = "ortserve.bench.no-arena";
 
-    /** The engine's sessions register ortserve's native library (its GroupQueryAttention): on the CPU provider, where it was built. */
+    /** The engine's sessions register ortserve's native library (its GroupQueryAttention and MatMulNBits): on the CPU provider, where it was built. */
     static boolean registersNativeOps(EngineOptions options) {
         return options.executionProvider().equals("cpu") && NativeOps.available();
     }
 
-    /** The options as they can be served: the native attention asked for only where the sessions register its library. */
-    static EngineOptions nativeAttentionWhereRegistered(EngineOptions options) {
+    /** The options as they can be served: the native ops (attention, quantized MatMul) asked for only where the sessions register their library. */
+    static EngineOptions nativeOpsWhereRegistered(EngineOptions options) {
         RewriteOptions r = options.rewrite();
-        if (r == null || !r.nativeAttention() || registersNativeOps(options)) return options;
-        return options.withRewrite(r.withNativeAttention(false), options.rewriteCache());
+        if (r == null || !r.nativeAttention() && !r.nativeMatMul() || registersNativeOps(options)) return options;
+        return options.withRewrite(r.withNativeAttention(false).withNativeMatMul(false), options.rewriteCache());
     }
 
     /** The session options the engine's sessions are made with (threads, spinning, execution provider). */

@@ -39,7 +39,7 @@ public final class ModelLoader {
     /** @param modelFile the ONNX variant to load (ORTSERVE_MODEL_FILE); empty: the full-precision one, see {@link ModelFiles} */
     public static LoadedModel load(Path dir, EngineOptions asked, java.util.Optional<String> modelFile) {
         long start = System.nanoTime();
-        EngineOptions options = LoaderSessions.nativeAttentionWhereRegistered(asked);
+        EngineOptions options = LoaderSessions.nativeOpsWhereRegistered(asked);
         if (!Files.isDirectory(dir)) {
             throw new ModelLoadException("Model directory " + dir + " does not exist or is not a directory");
         }

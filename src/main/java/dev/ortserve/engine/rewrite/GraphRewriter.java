@@ -48,6 +48,7 @@ public final class GraphRewriter {
     /** What the LoRA rewrite is listed as among the applied rewrites (followed by the projections it gave inputs). */
     public static final String LORA_INPUTS = LoraInputs.APPLIED;
     public static final String NATIVE_ATTENTION = NativeAttention.APPLIED;
+    public static final String NATIVE_MATMUL = NativeMatMul.APPLIED;
     /** The input a right-padded graph's last-position rewrite adds: each row's last column, int64 [batch, 1, 1]. */
     public static final String LAST_COLUMNS_INPUT = LastPositionLogits.LAST_COLUMNS_INPUT;
     /** Bump when a rewrite's output changes: older cache entries then no longer match. */
@@ -162,6 +163,11 @@ public final class GraphRewriter {
             NativeAttention.Outcome o = NativeAttention.apply(g);
             if (o.nodes() > 0) applied.add(NATIVE_ATTENTION + " (" + o.nodes() + " GroupQueryAttention)");
             else skipped.add(NATIVE_ATTENTION + ": " + o.reason());
+        }
+        if (options.nativeMatMul()) { // node by node, after quantization (which writes the MatMulNBits it moves)
+            int n = NativeMatMul.apply(g);
+            if (n > 0) applied.add(NATIVE_MATMUL + " (" + n + " MatMulNBits)");
+            else skipped.add(NATIVE_MATMUL + ": no MatMulNBits with float32 int8-quantized activations, 4 or 8 bits in blocks of 32 and no zero points");
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;

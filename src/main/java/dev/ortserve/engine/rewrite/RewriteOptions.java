@@ -15,19 +15,21 @@ package dev.ortserve.engine.rewrite;
  *                           empty for none
  * @param nativeAttention    GroupQueryAttention runs as ortserve's native library's op ({@link NativeAttention}: decode steps
  *                           read each KV head once); only where the engine's sessions register that library
+ * @param nativeMatMul       int8-activation MatMulNBits (the quantized weights) run as the native library's op
+ *                           ({@link NativeMatMul}); only where the engine's sessions register that library
  */
 public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
                              boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules,
-                             boolean nativeAttention) {
+                             boolean nativeAttention, boolean nativeMatMul) {
 
     public RewriteOptions {
         loraModules = loraModules == null ? java.util.Set.of() : java.util.Set.copyOf(new java.util.TreeSet<>(loraModules));
     }
 
-    /** onnxruntime's own GroupQueryAttention. */
+    /** onnxruntime's own GroupQueryAttention and MatMulNBits. */
     public RewriteOptions(boolean lastPositionLogits, WeightPrecision precision, boolean fuseNorms, boolean fuseRotary,
                           boolean packProjections, boolean fuseAttention, KvCacheDtype kvCacheDtype, java.util.Set<String> loraModules) {
-        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, false);
+        this(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, false, false);
     }
 
     /** No LoRA inputs. */
@@ -67,44 +69,49 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         this(lastPositionLogits, precision, fuseNorms, false);
     }
 
-    /** The server's defaults (every rewrite on, the native attention where the sessions register it, the model's own KV dtype) at this weight precision. */
+    /** The server's defaults (every rewrite on, the native ops where the sessions register them, the model's own KV dtype) at this weight precision. */
     public static RewriteOptions defaults(WeightPrecision precision) {
-        return new RewriteOptions(true, precision, true, true, true, true).withNativeAttention(true);
+        return new RewriteOptions(true, precision, true, true, true, true).withNativeAttention(true).withNativeMatMul(true);
     }
 
     /** The same with explicit attention fused into GroupQueryAttention (or not). */
     /** These options with the weights served at {@code newPrecision}. */
     public RewriteOptions withPrecision(WeightPrecision newPrecision) {
-        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeAttention);
+        return new RewriteOptions(lastPositionLogits, newPrecision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeAttention, nativeMatMul);
     }
 
     public RewriteOptions withFuseAttention(boolean fuse) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype, loraModules, nativeAttention);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuse, kvCacheDtype, loraModules, nativeAttention, nativeMatMul);
     }
 
     /** These options with the KV cache in {@code dtype}. */
     public RewriteOptions withKvCacheDtype(KvCacheDtype dtype) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype, loraModules, nativeAttention);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, dtype, loraModules, nativeAttention, nativeMatMul);
     }
 
     /** These options with GroupQueryAttention as the native library's op (or onnxruntime's). */
     public RewriteOptions withNativeAttention(boolean nativeOp) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeOp);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeOp, nativeMatMul);
+    }
+
+    /** These options with the quantized MatMuls as the native library's op (or onnxruntime's). */
+    public RewriteOptions withNativeMatMul(boolean nativeOp) {
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeAttention, nativeOp);
     }
 
     /** These options with LoRA inputs on {@code modules} (none when empty). */
     public RewriteOptions withLoraModules(java.util.Set<String> modules) {
-        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules, nativeAttention);
+        return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules, nativeAttention, nativeMatMul);
     }
 
     /**
      * These options without the rewrites that change the arithmetic's rounding (the attention, norm and
-     * rotary fusions, packed projections, the native attention): the head on the last positions (and a tied head from the
+     * rotary fusions, packed projections, the native ops): the head on the last positions (and a tied head from the
      * embedding) computes the same sums. What is served when an exact set misses the load check.
      */
     public RewriteOptions headOnly() {
         return new RewriteOptions(lastPositionLogits, precision, false, false, false, false,
-                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype, loraModules, false);
+                kvCacheDtype == KvCacheDtype.AUTO ? KvCacheDtype.MODEL : kvCacheDtype, loraModules, false, false);
     }
 
     /** Float16 KV asked for where the graph's GroupQueryAttention takes it ({@link KvCacheDtype#FLOAT16} or {@link KvCacheDtype#AUTO}). */
@@ -122,7 +129,7 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return precision != WeightPrecision.MODEL || halfKv();
     }
 
-    /** Some rewrite asked for; the native attention alone is not one (it rides along: with every other rewrite off the graph loads as exported). */
+    /** Some rewrite asked for; the native ops alone are not one (they ride along: with every other rewrite off the graph loads as exported). */
     public boolean any() {
         return lastPositionLogits || precision != WeightPrecision.MODEL || fuseNorms || fuseRotary || packProjections || fuseAttention || halfKv() || !loraModules.isEmpty();
     }
@@ -132,6 +139,6 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return (lastPositionLogits ? "last" : "all") + "-" + precision.name().toLowerCase() + (fuseNorms ? "-fused" : "") + (fuseRotary ? "-rope" : "")
                 + (packProjections ? "-packed" : "") + (fuseAttention ? "-gqa" : "") + (halfKv() ? "-kvf16" : "")
                 + (loraModules.isEmpty() ? "" : "-lora." + String.join(".", new java.util.TreeSet<>(loraModules)).replace("_proj", ""))
-                + (nativeAttention ? "-native" : "");
+                + (nativeAttention ? "-native" : "") + (nativeMatMul ? "-nmm" : "");
     }
 }
