@@ -34,6 +34,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * echo "-cp target/classes:target/test-classes:$(cat target/cp.txt)" > target/cp.args
  * java [-Xmx1g] @target/cp.args dev.ortserve.bench.MemoryUnderLoadBench MODEL_DIR model|int8|int4 KV_BYTES STREAMS [PROMPT=1600] [OUTPUT=32] [KV_DTYPE=model|auto]
  * </pre>
+ * {@code -Dbench.native-matmul=false} serves onnxruntime's MatMulNBits instead of the native library's.
  * The KV budget is capped at half of the JVM's direct-memory limit, as the server's memory budget caps it.
  * Prints one line: {@code MEMBENCH streams prompt ready_rss_mb peak_rss_mb peak_heap_used_mb peak_direct_mb failed seconds kv_budget_mb
  * ttft_mean_s ttft_max_s decode_tok_s_per_stream} (time to first token from the submission of all; decode rate of each stream
@@ -51,7 +52,8 @@ public final class MemoryUnderLoadBench {
         dev.ortserve.engine.rewrite.KvCacheDtype kvDtype = dev.ortserve.engine.rewrite.KvCacheDtype.parse(args.length > 6 ? args[6] : "model");
         kvBytes = Math.min(kvBytes, dev.ortserve.engine.memory.ProcessMemory.maxDirect() / 2);
         EngineOptions options = EngineOptions.defaults().withKvInPlace(true).withKvCacheBytes(kvBytes)
-                .withRewrite(RewriteOptions.defaults(precision).withKvCacheDtype(kvDtype), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+                .withRewrite(RewriteOptions.defaults(precision).withKvCacheDtype(kvDtype)
+                        .withNativeMatMul(!"false".equals(System.getProperty("bench.native-matmul"))), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         try (LoadedModel model = ModelLoader.load(dir, options);
              ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             run(engine, model, 1, 16, 4); // warm-up
