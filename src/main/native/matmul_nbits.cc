@@ -116,6 +116,11 @@ struct Kernel {
     auto y = ctx.GetOutput(0, out_shape);
     if (rows == 0) return;
     const int blocks = static_cast<int>((k + ortserve::kQBlock - 1) / ortserve::kQBlock);
+    // the weights and scales hold what K, N and bits say: the kernels read exactly that much
+    const int64_t blob = ortserve::kQBlock * bits / 8;
+    if (ctx.GetInput(1).GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(n * blocks * blob) ||
+        ctx.GetInput(2).GetTensorTypeAndShapeInfo().GetElementCount() != static_cast<size_t>(n * blocks))
+      ORT_CXX_API_THROW("dev.ortserve.MatMulNBits: B or scales do not match K, N and bits", ORT_INVALID_ARGUMENT);
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> scales;
     thread_local std::vector<float> spread;

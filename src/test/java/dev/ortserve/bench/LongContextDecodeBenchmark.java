@@ -51,6 +51,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * alternating, both in place (the "copying" columns are then onnxruntime's op, the "in place" ones the native op).
  * {@code -Dbench.native-matmul=false} serves onnxruntime's MatMulNBits for the quantized weights instead of the native
  * library's (ORTSERVE_ENGINE_NATIVE_MATMUL=false); {@code -Dbench.compare-native=matmul} compares those two the same way.
+ * {@code -Dbench.speculative=false} turns drafting off (prompt lookup otherwise verifies drafts on one stream).
  * <p>
  * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
  * instead: the copying columns serve it as exported (KV concatenated every step), the in-place columns
@@ -100,6 +101,8 @@ class LongContextDecodeBenchmark {
                                 .withNativeAttention(!"false".equals(System.getProperty("bench.native-attention")))
                                 .withNativeMatMul(!"false".equals(System.getProperty("bench.native-matmul"))),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+        // bench.speculative=false: no drafting (kernels compared on plain decode steps: greedy random text flatters prompt lookup)
+        if ("false".equals(System.getProperty("bench.speculative"))) base = base.withSpeculative(dev.ortserve.engine.speculative.SpeculativeOptions.OFF);
         EngineOptions fused = base.withRewrite(base.rewrite().withFuseAttention(true), base.rewriteCache());
         // a generated model is fp32; a given file is served in its own precision (fp32, fp16 ...): "model"
         String precision = (PRECISION == WeightPrecision.MODEL ? (MODEL != null ? "model" : "fp32") : PRECISION.name().toLowerCase())

@@ -167,7 +167,9 @@ public final class GraphRewriter {
         if (options.nativeMatMul()) { // node by node, after quantization (which writes the MatMulNBits it moves)
             int n = NativeMatMul.apply(g);
             if (n > 0) applied.add(NATIVE_MATMUL + " (" + n + " MatMulNBits)");
-            else skipped.add(NATIVE_MATMUL + ": no MatMulNBits with float32 int8-quantized activations, 4 or 8 bits in blocks of 32 and no zero points");
+            else if (!g.nodesOf("com.microsoft", "MatMulNBits").isEmpty()) { // a float graph has none: nothing to say
+                skipped.add(NATIVE_MATMUL + ": no MatMulNBits with float32 int8-quantized activations, 4 or 8 bits in blocks of 32 and no zero points");
+            }
         }
         skipped.forEach(s -> LOG.infof("Rewrite not applied to %s: %s", modelFile, s));
         if (applied.isEmpty()) return null;

@@ -103,6 +103,27 @@ class NativeMatMulTest {
         }
     }
 
+    @Test
+    void weightsSmallerThanTheNodeSaysAreAnErrorNotARead() throws Exception {
+        // N says 48 columns, B and scales hold 40: the op refuses the step instead of reading past them
+        QuantizedMatMul.Weights w = QuantizedMatMul.Weights.random(64, 40, 4, 1);
+        ai.onnx.proto.OnnxMl.ModelProto m = QuantizedMatMul.model(w, NATIVE, "");
+        ai.onnx.proto.OnnxMl.ModelProto.Builder b = m.toBuilder();
+        ai.onnx.proto.OnnxMl.NodeProto.Builder node = b.getGraphBuilder().getNodeBuilder(0);
+        for (int i = 0; i < node.getAttributeCount(); i++) {
+            if (node.getAttribute(i).getName().equals("N")) node.setAttribute(i, node.getAttribute(i).toBuilder().setI(48));
+        }
+        ai.onnxruntime.OrtEnvironment env = ai.onnxruntime.OrtEnvironment.getEnvironment();
+        ai.onnxruntime.OrtSession.SessionOptions so = new ai.onnxruntime.OrtSession.SessionOptions();
+        so.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
+        try (ai.onnxruntime.OrtSession session = env.createSession(b.build().toByteArray(), so);
+             ai.onnxruntime.OnnxTensor x = ai.onnxruntime.OnnxTensor.createTensor(env, java.nio.FloatBuffer.wrap(gaussian(64, 2)), new long[] {1, 64})) {
+            ai.onnxruntime.OrtException e = org.junit.jupiter.api.Assertions.assertThrows(ai.onnxruntime.OrtException.class,
+                    () -> session.run(java.util.Map.of("x", x)).close());
+            assertTrue(e.getMessage().contains("do not match K, N and bits"), e.getMessage());
+        }
+    }
+
     /** Each output's float rounding alone: a product and an accumulation per block, at 2^-24 of up to sum |x w|. */
     private static double[][] rounding(QuantizedMatMul.Weights w, float[] x, int rows) {
         int k = w.k(), n = w.n(), blocks = (k + 31) / 32;
