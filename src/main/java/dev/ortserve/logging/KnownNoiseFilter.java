@@ -28,7 +28,7 @@ public final class KnownNoiseFilter implements Filter {
                 && message.contains("name='redis.pool.")) {
             return false;
         }
-        // The union wrappers (dev.ortserve.api.union.OneOf) cascade validation into a member whose type is only known
+        // The union wrappers (dev.ortserve.wire.union.OneOf) cascade validation into a member whose type is only known
         // at runtime (a generated DTO, never a container): Hibernate Validator warns that an Object "could be" a container.
         if (logger.equals("org.hibernate.validator.internal.metadata.aggregated.CascadingMetaDataBuilder")
                 && message.startsWith("HV000272") && message.endsWith("Affected element: value")) {

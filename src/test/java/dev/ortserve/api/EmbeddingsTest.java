@@ -1,7 +1,7 @@
 package dev.ortserve.api;
 
 import dev.ortserve.ApiTest;
-import dev.ortserve.api.union.EmbeddingVector;
+import dev.ortserve.wire.union.EmbeddingVector;
 import io.quarkus.test.junit.QuarkusTest;
 import io.restassured.path.json.JsonPath;
 import org.junit.jupiter.api.Test;

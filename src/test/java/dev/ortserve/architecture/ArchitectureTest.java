@@ -16,7 +16,8 @@ import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.sli
 /**
  * The layering of docs/architecture.md, checked on the compiled main classes (every dependency:
  * imports, fully qualified names, method calls, field types). Each arrow points one way:
- * api -> protocol -> service -> engine / embedding / store / hub; the self-contained libraries (hub, jinja,
+ * api -> protocol -> service -> engine / embedding / store / hub, with the wire types (wire.model generated from the
+ * contract, wire.union beside it) below api and protocol alike; the self-contained libraries (wire, hub, jinja,
  * parse, logging, config, modelgen, engine.rewrite, engine.memory, engine.speculative, engine.lora) import nothing of the app,
  * and no two packages depend on each other (the cycle rule covers every package, the engine's included). No class is
  * excepted by name; the one package-wide allowance (the Responses protocol builds the store's records, which are its
@@ -27,6 +28,7 @@ class ArchitectureTest {
     private static final String API = "dev.ortserve.api..";
     private static final String PROTOCOL = "dev.ortserve.protocol..";
     private static final String RESPONSES = "dev.ortserve.protocol.openai.responses..";
+    private static final String WIRE = "dev.ortserve.wire..";
 
     private static JavaClasses classes;
 
@@ -47,8 +49,8 @@ class ArchitectureTest {
 
     @Test
     void onlyTheApiAndTheProtocolsReadWireTypes() {
-        ArchRule rule = noClasses().that().resideOutsideOfPackages(API, PROTOCOL)
-                .should().dependOnClassesThat().resideInAnyPackage("dev.ortserve.api.model..", "dev.ortserve.api.union..")
+        ArchRule rule = noClasses().that().resideOutsideOfPackages(API, PROTOCOL, WIRE)
+                .should().dependOnClassesThat().resideInAPackage(WIRE)
                 .because("generated DTOs stay at the edge: below the protocols, requests and results are domain records");
         rule.check(classes);
     }
@@ -135,11 +137,11 @@ class ArchitectureTest {
     void noPackagesDependOnEachOther() {
         // every package is its own slice (dev.ortserve.engine and dev.ortserve.engine.kv are two): a cycle between two
         // packages means neither can be read, tested or moved without the other
-        // one allowance: api.union holds the hand-written types the generator maps the contract's oneOf schemas to
-        // (schemaMappings in pom.xml); the generated api.model uses them and they wrap generated models: one unit,
+        // one allowance: wire.union holds the hand-written types the generator maps the contract's oneOf schemas to
+        // (schemaMappings in pom.xml); the generated wire.model uses them and they wrap generated models: one unit,
         // split only because generated code is never edited
         slices().matching("dev.ortserve.(**)").should().beFreeOfCycles()
-                .ignoreDependency(resideInAPackage("dev.ortserve.api.model.."), resideInAPackage("dev.ortserve.api.union.."))
+                .ignoreDependency(resideInAPackage("dev.ortserve.wire.model.."), resideInAPackage("dev.ortserve.wire.union.."))
                 .because("each arrow points one way: a package that needs one below it never gets used by it")
                 .check(classes);
     }
@@ -189,6 +191,22 @@ class ArchitectureTest {
         all[0] = first;
         System.arraycopy(rest, 0, all, 1, rest.length);
         return all;
+    }
+
+    @Test
+    void theWireTypesImportNothingOfOrtserve() {
+        // the contract's types (generated into wire.model, the unions the generator cannot express in wire.union) sit
+        // below the api that frames them and the protocols that map them: both import them, they import neither, so no
+        // arrow runs from a protocol back up into the api's packages
+        selfContained("dev.ortserve.wire");
+    }
+
+    @Test
+    void protocolsNeverReachIntoTheApi() {
+        noClasses().that().resideInAPackage(PROTOCOL)
+                .should().dependOnClassesThat().resideInAPackage(API)
+                .because("the api calls the protocols: their wire types live in dev.ortserve.wire, below both")
+                .check(classes);
     }
 
     @Test

@@ -1,7 +1,7 @@
 package dev.ortserve.contract;
 
 import dev.ortserve.ApiTest;
-import dev.ortserve.api.union.PromptInput;
+import dev.ortserve.wire.union.PromptInput;
 import dev.ortserve.client.ApiClient;
 import dev.ortserve.client.ApiException;
 import dev.ortserve.client.api.CompletionsApi;

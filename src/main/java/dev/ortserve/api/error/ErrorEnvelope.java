@@ -2,10 +2,10 @@ package dev.ortserve.api.error;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.ortserve.api.model.AnthropicErrorDetail;
-import dev.ortserve.api.model.AnthropicErrorResponse;
-import dev.ortserve.api.model.ErrorResponse;
-import dev.ortserve.api.model.Error;
+import dev.ortserve.wire.model.AnthropicErrorDetail;
+import dev.ortserve.wire.model.AnthropicErrorResponse;
+import dev.ortserve.wire.model.ErrorResponse;
+import dev.ortserve.wire.model.Error;
 import io.vertx.core.http.HttpHeaders;
 import io.vertx.core.http.HttpServerResponse;
 import jakarta.enterprise.context.ApplicationScoped;

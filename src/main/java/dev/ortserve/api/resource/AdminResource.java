@@ -1,8 +1,8 @@
 package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.AdminApi;
-import dev.ortserve.api.model.ModelAdminRequest;
-import dev.ortserve.api.model.ModelAdminResponse;
+import dev.ortserve.wire.model.ModelAdminRequest;
+import dev.ortserve.wire.model.ModelAdminResponse;
 import dev.ortserve.service.GenerationModelHost;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;
@@ -31,15 +31,15 @@ public class AdminResource implements AdminApi {
     }
 
     @Override
-    public Uni<Response> loadLoraAdapter(dev.ortserve.api.model.LoraAdapterLoadRequest req) {
+    public Uni<Response> loadLoraAdapter(dev.ortserve.wire.model.LoraAdapterLoadRequest req) {
         return host.loadAdapter(req.getLoraName(), req.getLoraPath(), req.getBaseModel())
-                .map(parent -> Response.ok(new dev.ortserve.api.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
+                .map(parent -> Response.ok(new dev.ortserve.wire.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
     }
 
     @Override
-    public Uni<Response> unloadLoraAdapter(dev.ortserve.api.model.LoraAdapterUnloadRequest req) {
+    public Uni<Response> unloadLoraAdapter(dev.ortserve.wire.model.LoraAdapterUnloadRequest req) {
         return host.unloadAdapter(req.getLoraName())
-                .map(parent -> Response.ok(new dev.ortserve.api.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
+                .map(parent -> Response.ok(new dev.ortserve.wire.model.LoraAdapterResponse().success(true).model(req.getLoraName()).parent(parent)).build());
     }
 
     private Response answer(String id) {

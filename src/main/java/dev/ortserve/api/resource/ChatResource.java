@@ -2,7 +2,7 @@ package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.ChatApi;
 import dev.ortserve.api.http.OpenAiAnswers;
-import dev.ortserve.api.model.CreateChatCompletionRequest;
+import dev.ortserve.wire.model.CreateChatCompletionRequest;
 import dev.ortserve.protocol.openai.chat.ChatCompletionsProtocol;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpServerRequest;

@@ -2,7 +2,7 @@ package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.CompletionsApi;
 import dev.ortserve.api.http.OpenAiAnswers;
-import dev.ortserve.api.model.CreateCompletionRequest;
+import dev.ortserve.wire.model.CreateCompletionRequest;
 import dev.ortserve.protocol.openai.completions.CompletionsProtocol;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpServerRequest;

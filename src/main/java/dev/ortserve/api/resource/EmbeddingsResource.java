@@ -1,7 +1,7 @@
 package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.EmbeddingsApi;
-import dev.ortserve.api.model.CreateEmbeddingRequest;
+import dev.ortserve.wire.model.CreateEmbeddingRequest;
 import dev.ortserve.protocol.openai.embeddings.EmbeddingsProtocol;
 import io.smallrye.mutiny.Uni;
 import jakarta.inject.Inject;

@@ -2,8 +2,8 @@ package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.MessagesApi;
 import dev.ortserve.api.http.AnthropicAnswers;
-import dev.ortserve.api.model.AnthropicCountTokensRequest;
-import dev.ortserve.api.model.AnthropicCreateMessageRequest;
+import dev.ortserve.wire.model.AnthropicCountTokensRequest;
+import dev.ortserve.wire.model.AnthropicCreateMessageRequest;
 import dev.ortserve.protocol.anthropic.messages.MessagesProtocol;
 import io.smallrye.mutiny.Uni;
 import io.vertx.core.http.HttpServerRequest;

@@ -2,9 +2,9 @@ package dev.ortserve.api.resource;
 
 import dev.ortserve.api.error.ApiException;
 import dev.ortserve.api.generated.ModelsApi;
-import dev.ortserve.api.model.Model;
-import dev.ortserve.api.model.ModelList;
-import dev.ortserve.api.model.ModelStatus;
+import dev.ortserve.wire.model.Model;
+import dev.ortserve.wire.model.ModelList;
+import dev.ortserve.wire.model.ModelStatus;
 import dev.ortserve.service.ModelCatalog;
 import dev.ortserve.service.ServedModelInfo;
 import io.smallrye.mutiny.Uni;
@@ -36,7 +36,7 @@ public class ModelsResource implements ModelsApi {
         return new Model().id(info.id())._object(Model.ObjectEnum.MODEL).created(info.createdEpochSeconds())
                 .ownedBy("ortserve").maxModelLen(info.maxModelLen() > 0 ? info.maxModelLen() : null).root(info.root()).parent(info.parent())
                 .parsers(info.toolCallParser() == null ? null
-                        : new dev.ortserve.api.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()))
+                        : new dev.ortserve.wire.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()))
                 .aliases(info.aliases()).pinned(info.pinned()).status(status(info));
     }
 

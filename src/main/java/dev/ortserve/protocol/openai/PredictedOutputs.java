@@ -1,9 +1,9 @@
 package dev.ortserve.protocol.openai;
 
-import dev.ortserve.api.model.ChatCompletionContentPart;
-import dev.ortserve.api.model.ChatCompletionContentPartText;
-import dev.ortserve.api.model.PredictionContent;
-import dev.ortserve.api.union.MessageContent;
+import dev.ortserve.wire.model.ChatCompletionContentPart;
+import dev.ortserve.wire.model.ChatCompletionContentPartText;
+import dev.ortserve.wire.model.PredictionContent;
+import dev.ortserve.wire.union.MessageContent;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;

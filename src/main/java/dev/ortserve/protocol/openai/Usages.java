@@ -1,8 +1,8 @@
 package dev.ortserve.protocol.openai;
 
-import dev.ortserve.api.model.CompletionUsage;
-import dev.ortserve.api.model.CompletionUsageCompletionTokensDetails;
-import dev.ortserve.api.model.CompletionUsagePromptTokensDetails;
+import dev.ortserve.wire.model.CompletionUsage;
+import dev.ortserve.wire.model.CompletionUsageCompletionTokensDetails;
+import dev.ortserve.wire.model.CompletionUsagePromptTokensDetails;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.ChoiceResult;
 import dev.ortserve.service.generation.CompletionCall;

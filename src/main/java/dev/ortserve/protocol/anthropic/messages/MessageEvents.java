@@ -1,21 +1,21 @@
 package dev.ortserve.protocol.anthropic.messages;
 
-import dev.ortserve.api.model.AnthropicContentBlock;
-import dev.ortserve.api.model.AnthropicContentBlockDeltaEvent;
-import dev.ortserve.api.model.AnthropicContentBlockStartEvent;
-import dev.ortserve.api.model.AnthropicContentBlockStopEvent;
-import dev.ortserve.api.model.AnthropicInputJsonDelta;
-import dev.ortserve.api.model.AnthropicMessage;
-import dev.ortserve.api.model.AnthropicMessageDeltaBody;
-import dev.ortserve.api.model.AnthropicMessageDeltaEvent;
-import dev.ortserve.api.model.AnthropicMessageStartEvent;
-import dev.ortserve.api.model.AnthropicMessageStopEvent;
-import dev.ortserve.api.model.AnthropicPingEvent;
-import dev.ortserve.api.model.AnthropicTextBlock;
-import dev.ortserve.api.model.AnthropicTextDelta;
-import dev.ortserve.api.model.AnthropicThinkingBlock;
-import dev.ortserve.api.model.AnthropicThinkingDelta;
-import dev.ortserve.api.model.AnthropicToolUseBlock;
+import dev.ortserve.wire.model.AnthropicContentBlock;
+import dev.ortserve.wire.model.AnthropicContentBlockDeltaEvent;
+import dev.ortserve.wire.model.AnthropicContentBlockStartEvent;
+import dev.ortserve.wire.model.AnthropicContentBlockStopEvent;
+import dev.ortserve.wire.model.AnthropicInputJsonDelta;
+import dev.ortserve.wire.model.AnthropicMessage;
+import dev.ortserve.wire.model.AnthropicMessageDeltaBody;
+import dev.ortserve.wire.model.AnthropicMessageDeltaEvent;
+import dev.ortserve.wire.model.AnthropicMessageStartEvent;
+import dev.ortserve.wire.model.AnthropicMessageStopEvent;
+import dev.ortserve.wire.model.AnthropicPingEvent;
+import dev.ortserve.wire.model.AnthropicTextBlock;
+import dev.ortserve.wire.model.AnthropicTextDelta;
+import dev.ortserve.wire.model.AnthropicThinkingBlock;
+import dev.ortserve.wire.model.AnthropicThinkingDelta;
+import dev.ortserve.wire.model.AnthropicToolUseBlock;
 import dev.ortserve.service.generation.ChoiceEvent;
 import dev.ortserve.service.generation.Finish;
 import dev.ortserve.parse.ChatDeltaStream;
@@ -132,7 +132,7 @@ final class MessageEvents {
         open = null;
     }
 
-    private MessagesAnswer.Event delta(dev.ortserve.api.model.AnthropicBlockDelta delta) {
+    private MessagesAnswer.Event delta(dev.ortserve.wire.model.AnthropicBlockDelta delta) {
         return event("content_block_delta", new AnthropicContentBlockDeltaEvent().type(AnthropicContentBlockDeltaEvent.TypeEnum.CONTENT_BLOCK_DELTA)
                 .index(index).delta(delta));
     }

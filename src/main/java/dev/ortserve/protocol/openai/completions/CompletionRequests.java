@@ -1,8 +1,8 @@
 package dev.ortserve.protocol.openai.completions;
 
 import dev.ortserve.service.ServedModel;
-import dev.ortserve.api.model.CreateCompletionRequest;
-import dev.ortserve.api.union.PromptInput;
+import dev.ortserve.wire.model.CreateCompletionRequest;
+import dev.ortserve.wire.union.PromptInput;
 import dev.ortserve.service.generation.CompletionCall;
 import dev.ortserve.service.generation.CompletionCalls;
 import dev.ortserve.service.generation.SamplingRequest;

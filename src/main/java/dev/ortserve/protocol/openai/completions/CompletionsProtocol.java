@@ -1,11 +1,11 @@
 package dev.ortserve.protocol.openai.completions;
 
-import dev.ortserve.api.model.CompletionChoice;
-import dev.ortserve.api.model.CompletionChunk;
-import dev.ortserve.api.model.CompletionLogprobs;
-import dev.ortserve.api.model.CreateCompletionRequest;
-import dev.ortserve.api.model.CreateCompletionResponse;
-import dev.ortserve.api.union.StopReason;
+import dev.ortserve.wire.model.CompletionChoice;
+import dev.ortserve.wire.model.CompletionChunk;
+import dev.ortserve.wire.model.CompletionLogprobs;
+import dev.ortserve.wire.model.CreateCompletionRequest;
+import dev.ortserve.wire.model.CreateCompletionResponse;
+import dev.ortserve.wire.union.StopReason;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;

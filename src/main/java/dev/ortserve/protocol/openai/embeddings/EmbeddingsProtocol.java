@@ -1,11 +1,11 @@
 package dev.ortserve.protocol.openai.embeddings;
 
-import dev.ortserve.api.model.CreateEmbeddingRequest;
-import dev.ortserve.api.model.CreateEmbeddingResponse;
-import dev.ortserve.api.model.CreateEmbeddingResponseUsage;
-import dev.ortserve.api.model.Embedding;
-import dev.ortserve.api.union.EmbeddingVector;
-import dev.ortserve.api.union.PromptInput;
+import dev.ortserve.wire.model.CreateEmbeddingRequest;
+import dev.ortserve.wire.model.CreateEmbeddingResponse;
+import dev.ortserve.wire.model.CreateEmbeddingResponseUsage;
+import dev.ortserve.wire.model.Embedding;
+import dev.ortserve.wire.union.EmbeddingVector;
+import dev.ortserve.wire.union.PromptInput;
 import dev.ortserve.service.EmbeddingModelHost;
 import dev.ortserve.service.EmbeddingService;
 import io.smallrye.mutiny.Uni;

@@ -6,7 +6,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.NotFoundException;
-import dev.ortserve.api.model.CompactResponseRequest;
+import dev.ortserve.wire.model.CompactResponseRequest;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.service.responses.CompactionSeal;
 import dev.ortserve.service.GenerationModelHost;

@@ -4,8 +4,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.model.CreateResponseRequest;
-import dev.ortserve.api.union.ToolChoice;
+import dev.ortserve.wire.model.CreateResponseRequest;
+import dev.ortserve.wire.union.ToolChoice;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.service.generation.Logprob;
 import dev.ortserve.parse.ToolCallParser;
@@ -283,7 +283,7 @@ final class ResponseDraft {
         var config = request.getText();
         if (config == null || config.getFormat() == null) {
             text.putObject("format").put("type", "text");
-        } else if (config.getFormat() instanceof dev.ortserve.api.model.ResponseTextFormatJsonSchema js) {
+        } else if (config.getFormat() instanceof dev.ortserve.wire.model.ResponseTextFormatJsonSchema js) {
             ObjectNode f = text.putObject("format").put("type", "json_schema").put("name", js.getName());
             f.put("description", js.getDescription());
             f.set("schema", mapper.valueToTree(js.getSchema()));
@@ -299,12 +299,12 @@ final class ResponseDraft {
     private JsonNode toolsEcho() {
         ArrayNode out = mapper.createArrayNode();
         if (request.getTools() == null) return out;
-        for (dev.ortserve.api.union.ResponsesTool tool : request.getTools()) out.add(toolEcho(tool.value()));
+        for (dev.ortserve.wire.union.ResponsesTool tool : request.getTools()) out.add(toolEcho(tool.value()));
         return out;
     }
 
     private ObjectNode toolEcho(Object tool) {
-        if (tool instanceof dev.ortserve.api.model.ResponsesFunctionTool f) {
+        if (tool instanceof dev.ortserve.wire.model.ResponsesFunctionTool f) {
             ObjectNode t = mapper.createObjectNode().put("type", "function").put("name", f.getName());
             t.put("description", f.getDescription());
             t.set("parameters", mapper.valueToTree(f.getParameters() == null ? java.util.Map.of("type", "object", "properties", java.util.Map.of())
@@ -312,14 +312,14 @@ final class ResponseDraft {
             t.put("strict", Boolean.TRUE.equals(f.getStrict()));
             return t;
         }
-        if (tool instanceof dev.ortserve.api.model.ResponsesNamespaceTool ns) {
+        if (tool instanceof dev.ortserve.wire.model.ResponsesNamespaceTool ns) {
             ObjectNode t = mapper.createObjectNode().put("type", "namespace").put("name", ns.getName());
             t.put("description", ns.getDescription());
             ArrayNode inner = t.putArray("tools");
             ns.getTools().forEach(f -> inner.add(toolEcho(f)));
             return t;
         }
-        if (tool instanceof dev.ortserve.api.model.ResponsesCustomTool c) {
+        if (tool instanceof dev.ortserve.wire.model.ResponsesCustomTool c) {
             ObjectNode t = mapper.createObjectNode().put("type", "custom").put("name", c.getName());
             t.put("description", c.getDescription());
             if (c.getFormat() == null) t.putObject("format").put("type", "text");

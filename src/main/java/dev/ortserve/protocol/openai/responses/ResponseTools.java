@@ -1,11 +1,11 @@
 package dev.ortserve.protocol.openai.responses;
 
-import dev.ortserve.api.model.ResponsesCustomTool;
-import dev.ortserve.api.model.ResponsesCustomToolFormat;
-import dev.ortserve.api.model.ResponsesFunctionTool;
-import dev.ortserve.api.model.ResponsesHostedTool;
-import dev.ortserve.api.model.ResponsesNamespaceTool;
-import dev.ortserve.api.union.ResponsesTool;
+import dev.ortserve.wire.model.ResponsesCustomTool;
+import dev.ortserve.wire.model.ResponsesCustomToolFormat;
+import dev.ortserve.wire.model.ResponsesFunctionTool;
+import dev.ortserve.wire.model.ResponsesHostedTool;
+import dev.ortserve.wire.model.ResponsesNamespaceTool;
+import dev.ortserve.wire.union.ResponsesTool;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.service.structured.JsonSchemaGrammar;

@@ -2,7 +2,7 @@ package dev.ortserve.protocol.openai.responses;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.ortserve.api.model.CreateResponseRequest;
+import dev.ortserve.wire.model.CreateResponseRequest;
 import dev.ortserve.parse.ChatOutput;
 import dev.ortserve.parse.ToolCallParser;
 import dev.ortserve.store.record.ResponseIds;

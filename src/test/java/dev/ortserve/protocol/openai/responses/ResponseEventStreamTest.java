@@ -4,7 +4,7 @@ import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.TinyModelResource;
-import dev.ortserve.api.model.CreateResponseRequest;
+import dev.ortserve.wire.model.CreateResponseRequest;
 import dev.ortserve.contract.ContractValidationFilter;
 import dev.ortserve.contract.SseFrames;
 import dev.ortserve.engine.FinishReason;

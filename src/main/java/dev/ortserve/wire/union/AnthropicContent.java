@@ -1,8 +1,8 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import com.fasterxml.jackson.databind.annotation.JsonSerialize;
-import dev.ortserve.api.model.AnthropicContentBlockParam;
+import dev.ortserve.wire.model.AnthropicContentBlockParam;
 
 import java.util.List;
 

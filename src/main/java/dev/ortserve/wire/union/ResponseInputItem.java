@@ -1,15 +1,15 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
 import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
-import dev.ortserve.api.model.ResponseFunctionCallItem;
-import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
-import dev.ortserve.api.model.ResponseInputMessage;
-import dev.ortserve.api.model.ResponseItemReference;
-import dev.ortserve.api.model.ResponseReasoningItem;
+import dev.ortserve.wire.model.ResponseFunctionCallItem;
+import dev.ortserve.wire.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.wire.model.ResponseInputMessage;
+import dev.ortserve.wire.model.ResponseItemReference;
+import dev.ortserve.wire.model.ResponseReasoningItem;
 
 import java.io.IOException;
 
@@ -37,11 +37,11 @@ public final class ResponseInputItem extends OneOf {
                 case "message" -> ResponseInputMessage.class;
                 case "function_call" -> ResponseFunctionCallItem.class;
                 case "function_call_output" -> ResponseFunctionCallOutputItem.class;
-                case "custom_tool_call" -> dev.ortserve.api.model.ResponseCustomToolCallItem.class;
-                case "custom_tool_call_output" -> dev.ortserve.api.model.ResponseCustomToolCallOutputItem.class;
+                case "custom_tool_call" -> dev.ortserve.wire.model.ResponseCustomToolCallItem.class;
+                case "custom_tool_call_output" -> dev.ortserve.wire.model.ResponseCustomToolCallOutputItem.class;
                 case "reasoning" -> ResponseReasoningItem.class;
                 case "item_reference" -> ResponseItemReference.class;
-                case "compaction" -> dev.ortserve.api.model.ResponseCompactionItem.class;
+                case "compaction" -> dev.ortserve.wire.model.ResponseCompactionItem.class;
                 default -> null;
             };
             if (member == null) {

@@ -1,4 +1,4 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.annotation.JsonValue;
 import jakarta.validation.Valid;

@@ -1,14 +1,14 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.exc.MismatchedInputException;
 import dev.ortserve.api.json.StrictJsonCustomizer;
-import dev.ortserve.api.model.ChatCompletionContentPartImage;
-import dev.ortserve.api.model.ChatCompletionContentPartText;
-import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
-import dev.ortserve.api.model.ResponseInputMessage;
-import dev.ortserve.api.model.TokenizeChatRequest;
-import dev.ortserve.api.model.TokenizeCompletionRequest;
+import dev.ortserve.wire.model.ChatCompletionContentPartImage;
+import dev.ortserve.wire.model.ChatCompletionContentPartText;
+import dev.ortserve.wire.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.wire.model.ResponseInputMessage;
+import dev.ortserve.wire.model.TokenizeChatRequest;
+import dev.ortserve.wire.model.TokenizeCompletionRequest;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;

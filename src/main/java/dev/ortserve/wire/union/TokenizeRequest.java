@@ -1,12 +1,12 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
 import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
-import dev.ortserve.api.model.TokenizeChatRequest;
-import dev.ortserve.api.model.TokenizeCompletionRequest;
+import dev.ortserve.wire.model.TokenizeChatRequest;
+import dev.ortserve.wire.model.TokenizeCompletionRequest;
 
 import java.io.IOException;
 

@@ -1,8 +1,8 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import com.fasterxml.jackson.databind.annotation.JsonSerialize;
-import dev.ortserve.api.model.AnthropicTextBlockParam;
+import dev.ortserve.wire.model.AnthropicTextBlockParam;
 
 import java.util.List;
 

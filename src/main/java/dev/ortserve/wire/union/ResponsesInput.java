@@ -1,4 +1,4 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import com.fasterxml.jackson.databind.annotation.JsonSerialize;

@@ -1,15 +1,15 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
 import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
-import dev.ortserve.api.model.ResponseFunctionCallItem;
-import dev.ortserve.api.model.ResponseFunctionCallOutputItem;
-import dev.ortserve.api.model.ResponseInputMessage;
-import dev.ortserve.api.model.ResponseOutputMessage;
-import dev.ortserve.api.model.ResponseReasoningItem;
+import dev.ortserve.wire.model.ResponseFunctionCallItem;
+import dev.ortserve.wire.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.wire.model.ResponseInputMessage;
+import dev.ortserve.wire.model.ResponseOutputMessage;
+import dev.ortserve.wire.model.ResponseReasoningItem;
 
 import java.io.IOException;
 
@@ -31,8 +31,8 @@ public final class ResponseStoredItem extends OneOf {
                         && node.has("status") ? ResponseOutputMessage.class : ResponseInputMessage.class;
                 case "function_call" -> ResponseFunctionCallItem.class;
                 case "function_call_output" -> ResponseFunctionCallOutputItem.class;
-                case "custom_tool_call" -> dev.ortserve.api.model.ResponseCustomToolCallItem.class;
-                case "custom_tool_call_output" -> dev.ortserve.api.model.ResponseCustomToolCallOutputItem.class;
+                case "custom_tool_call" -> dev.ortserve.wire.model.ResponseCustomToolCallItem.class;
+                case "custom_tool_call_output" -> dev.ortserve.wire.model.ResponseCustomToolCallOutputItem.class;
                 case "reasoning" -> ResponseReasoningItem.class;
                 default -> null;
             };

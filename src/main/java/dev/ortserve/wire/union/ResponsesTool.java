@@ -1,12 +1,12 @@
-package dev.ortserve.api.union;
+package dev.ortserve.wire.union;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
 import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
-import dev.ortserve.api.model.ResponsesFunctionTool;
-import dev.ortserve.api.model.ResponsesHostedTool;
+import dev.ortserve.wire.model.ResponsesFunctionTool;
+import dev.ortserve.wire.model.ResponsesHostedTool;
 
 import java.io.IOException;
 
@@ -31,10 +31,10 @@ public final class ResponsesTool extends OneOf {
                     return new ResponsesTool(UnionReader.value(ctxt, node, ResponsesFunctionTool.class));
                 }
                 case "namespace" -> {
-                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.api.model.ResponsesNamespaceTool.class));
+                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.wire.model.ResponsesNamespaceTool.class));
                 }
                 case "custom" -> {
-                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.api.model.ResponsesCustomTool.class));
+                    return new ResponsesTool(UnionReader.value(ctxt, node, dev.ortserve.wire.model.ResponsesCustomTool.class));
                 }
                 default -> { }
             }
