@@ -3,13 +3,17 @@
 # decode tok/s at 1 and 4 streams after a short and a long prompt, and time to first token, for
 # fp32 / int8 / int4 against F32 / Q8_0 / Q4_0.
 #
-#   [SIZE=qwen3-0.6b] [THREADS=$(nproc)] flock /tmp/bigmem.lock bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR [PYTHON]
+#   [SIZE=qwen3-0.6b] [THREADS=$(nproc)] [PAIRS="model int8 int4"] [START=1] flock /tmp/bigmem.lock bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR [PYTHON]
 #
 # LLAMA_CPP_BIN_DIR: a llama.cpp build's bin/ with llama-batched-bench, llama-quantize and llama-server:
 #   cmake -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
 #   cmake --build build -j --target llama-batched-bench llama-quantize llama-server
 # PYTHON: an interpreter with numpy, onnx and gguf (pip), default python3.
 # SIZE: a ModelGenerator size; SIZE=bench is the quick smoke test (a minute or two of measuring).
+# PAIRS: which of ortserve's precisions (model = fp32, int8, int4) to run against F32 / Q8_0 / Q4_0.
+# START=0: decode only (no StartBench, no llama-server starts).
+# ortserve decodes with drafting off (-Dbench.speculative=false), as llama-batched-bench does: the kernels and the
+# engine are compared, not prompt lookup on random text.
 #
 # 1. The size's GroupQueryAttention variant (ModelGenerator --gqa, the model LongContextDecodeBenchmark
 #    serves) in target/bench-models, written as GGUF F32 from the same weights by onnx_to_gguf.py,
@@ -27,9 +31,11 @@ cd "$(dirname "$0")/../.."
 SIZE=${SIZE:-qwen3-0.6b}
 T=${THREADS:-$(nproc)}
 SHORT=35 LONG=1600 OUTPUT=32
+PAIRS=${PAIRS:-model int8 int4}
+START=${START:-1}
 OUT=target/llamacpp/real-size
 mkdir -p "$OUT" target/bench-models
-rm -f target/long-context-decode.tsv "$OUT"/*.tsv
+rm -f target/long-context-decode.tsv "$OUT"/*.tsv "$OUT"/batched.jsonl "$OUT"/start-*.md
 started=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -57,13 +63,15 @@ server_start() {
   wait "$pid" || true
 }
 
-for pair in "model F32" "int8 Q8_0" "int4 Q4_0"; do
-  set -- $pair
-  p=$1 q=$2 gguf="$OUT/$SIZE-$2.gguf"
+for p in $PAIRS; do
+  case $p in model) q=F32 ;; int8) q=Q8_0 ;; int4) q=Q4_0 ;; *) echo "PAIRS: model, int8 or int4, not $p" >&2; exit 2 ;; esac
+  gguf="$OUT/$SIZE-$q.gguf"
   echo "== $p / $q"
-  java -Xmx8g @target/cp.args dev.ortserve.bench.StartBench "$dir" "$p" target/bench-rewrite-cache 1 | tee "$OUT/start-$p.md"
-  echo "$p $(server_start "$gguf" "$q-1") $(server_start "$gguf" "$q-2")" | tee -a "$OUT/server.tsv"
-  ./mvnw -q -B -Pbench test -Dtest=LongContextDecodeBenchmark#run -Dbench.size="$SIZE" -Dbench.precision="$p" -Dbench.kv=inplace \
+  if [ "$START" != 0 ]; then
+    java -Xmx8g @target/cp.args dev.ortserve.bench.StartBench "$dir" "$p" target/bench-rewrite-cache 1 | tee "$OUT/start-$p.md"
+    echo "$p $(server_start "$gguf" "$q-1") $(server_start "$gguf" "$q-2")" | tee -a "$OUT/server.tsv"
+  fi
+  ./mvnw -q -B -Pbench test -Dtest=LongContextDecodeBenchmark#run -Dbench.size="$SIZE" -Dbench.precision="$p" -Dbench.kv=inplace -Dbench.speculative=false \
     -Dbench.rounds=1 -Dbench.output=$OUTPUT -Dbench.prompts=$SHORT,$LONG -Dbench.streams=1,4 > "$OUT/decode-$p.log" 2>&1 \
     || { tail -40 "$OUT/decode-$p.log"; exit 1; }
   "$BIN/llama-batched-bench" -m "$gguf" -c 8192 -b 2048 -ub 512 -npp $SHORT,$LONG -ntg $OUTPUT -npl 1,4 -t "$T" -tb "$T" \
@@ -83,10 +91,11 @@ print(f"{size} (GroupQueryAttention variant for ortserve; the same weights as GG
       f"{os.cpu_count()} processors ({cpu}), {mem:.0f} GiB; ortserve {commit}, llama.cpp {llama}; one round, {minutes} min in all; "
       f"load average (1, 5, 15 min) {load_start} at the start, {load_end} at the end.\n")
 print("Command: `SIZE=%s bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR PYTHON` (under `flock /tmp/bigmem.lock` at real size)\n" % size)
-print("| precision | ortserve ready s cold / warm | ortserve peak RSS GB cold / warm | llama-server ready s 1st / 2nd | llama-server peak RSS GB 1st / 2nd |")
-print("|---|---|---|---|---|")
-servers = {l.split()[0]: l.split()[1:] for l in open(f"{out}/server.tsv")}
-for p in label:
+servers = {l.split()[0]: l.split()[1:] for l in open(f"{out}/server.tsv")} if os.path.exists(f"{out}/server.tsv") else {}
+if servers:
+    print("| precision | ortserve ready s cold / warm | ortserve peak RSS GB cold / warm | llama-server ready s 1st / 2nd | llama-server peak RSS GB 1st / 2nd |")
+    print("|---|---|---|---|---|")
+for p in [p for p in label if p in servers]:
     rows = [l.split("|") for l in open(f"{out}/start-{p}.md") if re.match(r"\| \w+ \| (cold|warm) \|", l)]
     cold, warm = rows[0], rows[1]
     s = servers[p]
@@ -107,7 +116,7 @@ for (p, prompt, streams), (decode, ttft) in ours.items():
     tg, pp = theirs[(p, prompt, streams)]
     print(f"| {label[p]} | {prompt} | {streams} | {decode:.1f} | {tg:.1f} | {decode / tg:.2f}x | {ttft:.2f} | {pp:.2f} |")
 print(f"\nDecode: ortserve's tokens of the decode steps that held every stream over those steps' time "
-      f"(LongContextDecodeBenchmark, KV in place, {output} tokens per stream); llama.cpp's S_TG of llama-batched-bench "
+      f"(LongContextDecodeBenchmark, KV in place, drafting off, {output} tokens per stream); llama.cpp's S_TG of llama-batched-bench "
       f"({output} tokens per sequence after its prompt). TTFT: ortserve's median over the streams submitted together; "
       f"llama.cpp's T_PP, the time to process every stream's prompt (its 4-stream value is the last stream's).")
 EOF

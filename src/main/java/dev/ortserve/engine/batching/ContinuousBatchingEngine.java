@@ -14,6 +14,7 @@ import dev.ortserve.engine.TokenEvent;
 
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
+import dev.ortserve.engine.kv.KvBuffers;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.speculative.SpeculativeOptions;
@@ -361,7 +362,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         for (int r = from; r < to; r++) in.add(ForwardPass.Row.decode(rows.get(r).lastToken, rows.get(r).length));
         Throwable outOfMemory = null;
         long forward = 0;
-        try (KvCache.RowView view = kv.rows(from, to - from, b)) {
+        try (KvBuffers.View view = kv.rows(from, to - from, b)) {
             ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, view.keys(), view.values()).withPresentInPast()
                     .withAdapter(rows.get(from).adapter);
             long forwardStart = System.nanoTime();
@@ -434,7 +435,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 int[] tokens = new int[draft.length + 1];
                 tokens[0] = s.lastToken;
                 System.arraycopy(draft, 0, tokens, 1, draft.length);
-                try (KvCache.RowView view = kv.row(r, b)) {
+                try (KvBuffers.View view = kv.row(r, b)) {
                     ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(tokens, 0, tokens.length, s.length)),
                             kv.span() - tokens.length, view.keys(), view.values()).withPresentInPast().withLogitColumns(tokens.length)
                             .withAdapter(s.adapter);

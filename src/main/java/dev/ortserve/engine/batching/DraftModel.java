@@ -7,18 +7,16 @@ import dev.ortserve.engine.ModelLoadException;
 
 import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.kv.KvBuffers;
 import dev.ortserve.engine.sampling.TokenSampler;
-import dev.ortserve.engine.memory.NativeBuffers;
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
 import dev.ortserve.engine.speculative.Drafter;
 
-import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtException;
 import org.jboss.logging.Logger;
 
 import java.nio.Buffer;
-import java.nio.ByteBuffer;
 import java.util.Arrays;
 import java.util.List;
 
@@ -35,7 +33,7 @@ final class DraftModel implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(DraftModel.class);
     /** Tokens fed to the draft model in one pass (a prompt is fed in chunks of this many). */
     private static final int CHUNK = 512;
-    private static final int GROWTH = 256;
+    private static final int GROWTH = KvCache.GROWTH;
 
     private final LoadedModel model;
     private final DecoderSpec spec;
@@ -79,11 +77,8 @@ final class DraftModel implements AutoCloseable {
         private final java.util.function.LongPredicate reserve;
         private final Runnable release;
         private boolean reserved;
-        private ByteBuffer[] keyData;
-        private ByteBuffer[] valueData;
-        private OnnxTensor[] keys;
-        private OnnxTensor[] values;
-        private int span;
+        /** The sequence's KV in the draft model, one row, null until it drafts. */
+        private KvBuffers kv;
         /** The tokens whose positions the KV holds, {@link #length} of them. */
         private int[] fed = new int[0];
         private int length;
@@ -155,7 +150,7 @@ final class DraftModel implements AutoCloseable {
 
         /** {@code m} tokens from {@code from} after the KV's {@code past} positions, written in place. */
         private int pass(int[] tokens, int from, int m, int past) throws OrtException {
-            ForwardPass p = ForwardPass.of(KvAlignment.START, List.of(new ForwardPass.Row(tokens, from, m, past)), span - m, keys, values)
+            ForwardPass p = ForwardPass.of(KvAlignment.START, List.of(new ForwardPass.Row(tokens, from, m, past)), kv.span() - m, kv.keys(), kv.values())
                     .withPresentInPast();
             try (DecoderRunner.Forward out = runner.run(p)) {
                 length = past + m;
@@ -169,8 +164,8 @@ final class DraftModel implements AutoCloseable {
             try (DecoderRunner.Forward out = runner.run(p)) {
                 for (int l = 0; l < spec.layers(); l++) {
                     Buffer k = KvBlock.read(out.presentKey(l), spec), v = KvBlock.read(out.presentValue(l), spec);
-                    KvBlock.copyRow(spec, k, 0, m, 0, keyData[l], 0, span, 0, m);
-                    KvBlock.copyRow(spec, v, 0, m, 0, valueData[l], 0, span, 0, m);
+                    KvBlock.copyRow(spec, k, 0, m, 0, kv.data(l, 0), 0, kv.span(), 0, m);
+                    KvBlock.copyRow(spec, v, 0, m, 0, kv.data(l, 1), 0, kv.span(), 0, m);
                 }
                 length = m;
                 return argmax(out);
@@ -185,35 +180,15 @@ final class DraftModel implements AutoCloseable {
 
         /** Buffers of at least {@code positions} + 1 positions (rounded up), keeping the first {@link #length}. */
         private void ensure(int positions) throws OrtException {
-            if (keyData != null && positions + 1 <= span) return;
+            if (kv != null && positions + 1 <= kv.span()) return;
             // the rotary caches end at the context: the buffers never go past it (positions + 1 <= the context here)
             int newSpan = Math.min(spec.maxModelLen(), (positions + 1 + GROWTH - 1) / GROWTH * GROWTH);
             newSpan = Math.max(newSpan, positions + 1);
-            ByteBuffer[] k = new ByteBuffer[spec.layers()], v = new ByteBuffer[spec.layers()];
-            OnnxTensor[] kt = new OnnxTensor[spec.layers()], vt = new OnnxTensor[spec.layers()];
-            try {
-                for (int l = 0; l < spec.layers(); l++) {
-                    k[l] = KvBlock.allocate(spec, 1, newSpan);
-                    v[l] = KvBlock.allocate(spec, 1, newSpan);
-                    if (keyData != null && length > 0) {
-                        KvBlock.copyRow(spec, KvBlock.view(keyData[l], spec), 0, span, 0, k[l], 0, newSpan, 0, length);
-                        KvBlock.copyRow(spec, KvBlock.view(valueData[l], spec), 0, span, 0, v[l], 0, newSpan, 0, length);
-                    }
-                    kt[l] = KvBlock.tensor(model.environment(), spec, k[l], 1, newSpan);
-                    vt[l] = KvBlock.tensor(model.environment(), spec, v[l], 1, newSpan);
-                }
-            } catch (OrtException | RuntimeException | OutOfMemoryError e) {
-                release(k, v, kt, vt);
-                throw e;
-            }
-            int kept = keyData == null ? 0 : length;
-            release(keyData, valueData, keys, values); // the old buffers (the reservation covers the new ones too)
-            keyData = k;
-            valueData = v;
-            keys = kt;
-            values = vt;
-            span = newSpan;
-            length = kept;
+            // the old buffers are let go once the new ones hold their positions (the reservation covers both)
+            KvBuffers grown = kv == null ? KvBuffers.allocate(model.environment(), spec, 1, newSpan) : kv.grown(newSpan, length);
+            if (kv == null) length = 0;
+            else kv.close();
+            kv = grown;
         }
 
         @Override
@@ -222,20 +197,9 @@ final class DraftModel implements AutoCloseable {
                 reserved = false;
                 release.run();
             }
-            release(keyData, valueData, keys, values);
-            keyData = null;
-            valueData = null;
-            keys = null;
-            values = null;
-            span = 0;
+            if (kv != null) kv.close();
+            kv = null;
             length = 0;
-        }
-
-        private static void release(ByteBuffer[] k, ByteBuffer[] v, OnnxTensor[] kt, OnnxTensor[] vt) {
-            if (kt != null) for (OnnxTensor t : kt) if (t != null) t.close();
-            if (vt != null) for (OnnxTensor t : vt) if (t != null) t.close();
-            if (k != null) for (ByteBuffer b : k) if (b != null) NativeBuffers.free(b);
-            if (v != null) for (ByteBuffer b : v) if (b != null) NativeBuffers.free(b);
         }
     }
 }

@@ -7,9 +7,9 @@ import dev.ortserve.engine.ForwardPass;
 
 import dev.ortserve.engine.KvAlignment;
 import dev.ortserve.engine.kv.KvBlock;
+import dev.ortserve.engine.kv.KvBuffers;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
-import dev.ortserve.engine.memory.NativeBuffers;
 
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
@@ -50,11 +50,11 @@ public final class KvCache implements AutoCloseable {
     private final boolean inPlace;
     private OnnxTensor[] keys;
     private OnnxTensor[] values;
-    /** In place: the buffers behind {@link #keys} and {@link #values}, read without a copy when the batch is repacked. */
-    private ByteBuffer[] keyData;
-    private ByteBuffer[] valueData;
-    /** The batch's tensors and buffers are this cache's own (a repack made them), freed layer by layer; else {@link #owner} frees them. */
-    private boolean ownBuffers;
+    /**
+     * The buffers behind {@link #keys} and {@link #values} when a repack made them (read without a copy when the batch is
+     * repacked again, freed layer by layer); null when a decode step's outputs are the batch's KV ({@link #owner} frees them).
+     */
+    private KvBuffers own;
     private AutoCloseable owner;
     private int length;
     private int span;
@@ -129,7 +129,7 @@ public final class KvCache implements AutoCloseable {
      * for a pass of that row alone that writes into them (no copy: each row is one contiguous part of its buffer).
      * The batch's own tensors when it has one row. Closing the view closes its tensors, not the buffers.
      */
-    RowView row(int r, int rows) throws OrtException {
+    KvBuffers.View row(int r, int rows) throws OrtException {
         return rows(r, 1, rows);
     }
 
@@ -138,32 +138,10 @@ public final class KvCache implements AutoCloseable {
      * {@code count}, for a pass of those rows alone (a LoRA adapter's rows: the repack keeps each adapter's rows
      * together) that writes into them. The batch's own tensors when they are all its rows.
      */
-    RowView rows(int from, int count, int rows) throws OrtException {
+    KvBuffers.View rows(int from, int count, int rows) throws OrtException {
         if (!inPlace) throw new IllegalStateException("the batch's KV is not written in place");
-        if (count == rows) return new RowView(keys, values, false);
-        OnnxTensor[] k = new OnnxTensor[spec.layers()], v = new OnnxTensor[spec.layers()];
-        RowView view = new RowView(k, v, true);
-        try {
-            int bytes = Math.toIntExact((long) spec.kvHeads() * span * spec.headDim() * spec.kvElementBytes());
-            for (int l = 0; l < spec.layers(); l++) {
-                k[l] = KvBlock.tensor(env, spec, keyData[l].slice(from * bytes, count * bytes).order(keyData[l].order()), count, span);
-                v[l] = KvBlock.tensor(env, spec, valueData[l].slice(from * bytes, count * bytes).order(valueData[l].order()), count, span);
-            }
-        } catch (OrtException | RuntimeException e) {
-            view.close();
-            throw e;
-        }
-        return view;
-    }
-
-    /** One row's KV as tensors of a batch of one (see {@link #row}). */
-    record RowView(OnnxTensor[] keys, OnnxTensor[] values, boolean own) implements AutoCloseable {
-        @Override
-        public void close() {
-            if (!own) return;
-            for (OnnxTensor t : keys) if (t != null) t.close();
-            for (OnnxTensor t : values) if (t != null) t.close();
-        }
+        if (own.rows() != rows) throw new IllegalStateException("a view of " + rows + " rows of a batch of " + own.rows());
+        return own.rows(from, count);
     }
 
     PrefixCache prefix() {
@@ -194,7 +172,6 @@ public final class KvCache implements AutoCloseable {
         keys = k;
         values = v;
         owner = forward;
-        ownBuffers = false;
         length = newLength;
         span = newLength;
     }
@@ -246,18 +223,13 @@ public final class KvCache implements AutoCloseable {
             for (Sequence s : joining) offer(s, inserting, freed);
         }
         boolean readBatch = !keep.isEmpty() || leaving.stream().anyMatch(inserting::containsKey);
-        OnnxTensor[] newKeys = new OnnxTensor[spec.layers()], newValues = new OnnxTensor[spec.layers()];
-        ByteBuffer[] newKeyData = new ByteBuffer[spec.layers()], newValueData = new ByteBuffer[spec.layers()];
-        List<OnnxTensor> made = new ArrayList<>();
-        List<ByteBuffer> allocated = new ArrayList<>();
+        KvBuffers made = next.isEmpty() ? null : KvBuffers.empty(env, spec, next.size(), newSpan);
         try {
             for (int l = 0; l < spec.layers(); l++) {
                 for (int kind = 0; kind < 2; kind++) {
-                    ByteBuffer dst = next.isEmpty() ? null : KvBlock.allocate(spec, next.size(), newSpan);
-                    if (dst != null) allocated.add(dst);
+                    ByteBuffer dst = made == null ? null : made.allocate(l, kind);
                     if (readBatch) {
-                        Buffer src = inPlace ? KvBlock.view(kind == 0 ? keyData[l] : valueData[l], spec)
-                                : KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
+                        Buffer src = own != null ? own.view(l, kind) : KvBlock.read(kind == 0 ? keys[l] : values[l], spec);
                         for (int i = 0; i < keep.size(); i++) {
                             KvBlock.moveRow(spec, src, keepIndex.get(i), span, dst, at.get(keep.get(i)), newSpan, keep.get(i).length);
                         }
@@ -277,38 +249,24 @@ public final class KvCache implements AutoCloseable {
                         if (ins != null) ins.fill(l, kind, src, p.row, p.span, s.length);
                         if (joins) KvBlock.moveRow(spec, src, p.row, p.span, dst, at.get(s), newSpan, s.length);
                     }
-                    if (dst != null) {
-                        OnnxTensor t = KvBlock.tensor(env, spec, dst, next.size(), newSpan);
-                        made.add(t);
-                        if (kind == 0) {
-                            newKeys[l] = t;
-                            newKeyData[l] = dst;
-                        } else {
-                            newValues[l] = t;
-                            newValueData[l] = dst;
-                        }
-                    }
                 }
                 // this layer of the old batch has been read: freed now, so the two layouts coexist one layer at a time,
                 // not whole (a batch that fails past here is failed whole by the engine, as any failed repack is); so is
                 // this layer of every joining sequence's own buffers (its prefill wrote there in place)
-                if (ownBuffers) releaseLayer(l);
+                if (own != null) own.releaseLayer(l);
                 for (Sequence s : joining) if (s.pending != null) s.pending.releaseLayer(l);
             }
         } catch (OrtException | RuntimeException | OutOfMemoryError e) {
-            made.forEach(OnnxTensor::close);
-            allocated.forEach(NativeBuffers::free);
+            if (made != null) made.close();
             inserting.values().forEach(PrefixCache.Insertion::abandon);
             throw e;
         }
         inserting.values().forEach(PrefixCache.Insertion::commit);
         release();
-        if (!next.isEmpty()) {
-            keys = newKeys;
-            values = newValues;
-            keyData = newKeyData;
-            valueData = newValueData;
-            ownBuffers = true; // freed layer by layer, when let go (not when a collection finds them)
+        if (made != null) {
+            own = made; // freed layer by layer, when let go (not when a collection finds them)
+            keys = made.keys();
+            values = made.values();
         }
         length = next.isEmpty() ? 0 : newLength;
         span = next.isEmpty() ? 0 : newSpan;
@@ -324,27 +282,11 @@ public final class KvCache implements AutoCloseable {
         if (!ins.isEmpty()) inserting.put(s, ins);
     }
 
-    /** Closes one layer's tensors of the batch and frees their buffers (a batch this cache made; idempotent). */
-    private void releaseLayer(int l) {
-        if (keys != null && keys[l] != null) keys[l].close();
-        if (values != null && values[l] != null) values[l].close();
-        if (keys != null) keys[l] = null;
-        if (values != null) values[l] = null;
-        if (keyData != null) {
-            NativeBuffers.free(keyData[l]);
-            keyData[l] = null;
-        }
-        if (valueData != null) {
-            NativeBuffers.free(valueData[l]);
-            valueData[l] = null;
-        }
-    }
-
     /** Frees the batch's tensors; the batch is empty afterwards. */
     void release() {
-        if (ownBuffers) {
-            for (int l = 0; l < spec.layers(); l++) releaseLayer(l);
-            ownBuffers = false;
+        if (own != null) {
+            own.close();
+            own = null;
         }
         if (owner != null) {
             try {
@@ -356,8 +298,6 @@ public final class KvCache implements AutoCloseable {
         owner = null;
         keys = null;
         values = null;
-        keyData = null;
-        valueData = null;
         length = 0;
         span = 0;
     }

@@ -50,9 +50,7 @@ public final class PendingKv implements AutoCloseable {
     public final int span;
     private final Holder holder;
     /** The sequence's own buffers behind {@link #keys} and {@link #values} ({@link #allocate}), else null. */
-    private final ByteBuffer[] keyData;
-    private final ByteBuffer[] valueData;
-    private final DecoderSpec spec;
+    private final KvBuffers own;
     private boolean released;
 
     PendingKv(OnnxTensor[] keys, OnnxTensor[] values, int row, int span, Holder holder) {
@@ -61,20 +59,16 @@ public final class PendingKv implements AutoCloseable {
         this.row = row;
         this.span = span;
         this.holder = holder;
-        this.keyData = null;
-        this.valueData = null;
-        this.spec = null;
+        this.own = null;
     }
 
-    private PendingKv(DecoderSpec spec, OnnxTensor[] keys, OnnxTensor[] values, ByteBuffer[] keyData, ByteBuffer[] valueData, int span) {
-        this.keys = keys;
-        this.values = values;
+    private PendingKv(KvBuffers own) {
+        this.keys = own.keys();
+        this.values = own.values();
         this.row = 0;
-        this.span = span;
+        this.span = own.span();
         this.holder = null;
-        this.keyData = keyData;
-        this.valueData = valueData;
-        this.spec = spec;
+        this.own = own;
     }
 
     /** Row {@code row} of a pass's present tensors, held by {@code holder}. */
@@ -92,38 +86,23 @@ public final class PendingKv implements AutoCloseable {
      * ({@code ForwardPass.withPresentInPast}), so that its prefill chunks write their positions in place.
      */
     public static PendingKv allocate(OrtEnvironment env, DecoderSpec spec, int span) throws OrtException {
-        int layers = spec.layers();
-        OnnxTensor[] k = new OnnxTensor[layers], v = new OnnxTensor[layers];
-        ByteBuffer[] kd = new ByteBuffer[layers], vd = new ByteBuffer[layers];
-        PendingKv p = new PendingKv(spec, k, v, kd, vd, span);
-        try {
-            for (int l = 0; l < layers; l++) {
-                kd[l] = KvBlock.allocate(spec, 1, span);
-                k[l] = KvBlock.tensor(env, spec, kd[l], 1, span);
-                vd[l] = KvBlock.allocate(spec, 1, span);
-                v[l] = KvBlock.tensor(env, spec, vd[l], 1, span);
-            }
-        } catch (OrtException | RuntimeException | OutOfMemoryError e) {
-            p.close();
-            throw e;
-        }
-        return p;
+        return new PendingKv(KvBuffers.allocate(env, spec, 1, span));
     }
 
     /** Whether these are the sequence's own buffers ({@link #allocate}): written in place, freed layer by layer. */
     public boolean own() {
-        return keyData != null;
+        return own != null;
     }
 
     /** Own buffers: layer {@code layer}'s key ({@code kind} 0) or value buffer, to be written (a prefix assembled into it). */
     public ByteBuffer data(int layer, int kind) {
         if (!own()) throw new IllegalStateException("not the sequence's own buffers");
-        return kind == 0 ? keyData[layer] : valueData[layer];
+        return own.data(layer, kind);
     }
 
     /** Layer {@code layer}'s key ({@code kind} 0) or value elements, read where they are. */
     public Buffer read(int layer, int kind) {
-        if (own()) return KvBlock.view(data(layer, kind), spec);
+        if (own()) return own.view(layer, kind);
         return NativeBuffers.view(kind == 0 ? keys[layer] : values[layer]);
     }
 
@@ -132,15 +111,7 @@ public final class PendingKv implements AutoCloseable {
      * sequence joining the batch is never held twice whole. Pass outputs are shared and freed whole on {@link #close}.
      */
     public void releaseLayer(int layer) {
-        if (!own()) return;
-        if (keys[layer] != null) keys[layer].close();
-        if (values[layer] != null) values[layer].close();
-        keys[layer] = null;
-        values[layer] = null;
-        NativeBuffers.free(keyData[layer]);
-        NativeBuffers.free(valueData[layer]);
-        keyData[layer] = null;
-        valueData[layer] = null;
+        if (own()) own.releaseLayer(layer);
     }
 
     @Override
@@ -148,7 +119,7 @@ public final class PendingKv implements AutoCloseable {
         if (released) return;
         released = true;
         if (own()) {
-            for (int l = 0; l < keys.length; l++) releaseLayer(l);
+            own.close();
         } else {
             holder.release();
         }
