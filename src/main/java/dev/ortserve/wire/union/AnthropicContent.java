@@ -30,12 +30,7 @@ public final class AnthropicContent extends TextOrList<AnthropicContentBlockPara
 
     static final class Reader extends TextOrList.Reader<AnthropicContent, AnthropicContentBlockParam> {
         Reader() {
-            super(AnthropicContent.class, AnthropicContentBlockParam.class, "content blocks", false);
-        }
-
-        @Override
-        AnthropicContent create(String text, List<AnthropicContentBlockParam> items) {
-            return new AnthropicContent(text, items);
+            super(AnthropicContent.class, AnthropicContentBlockParam.class, "content blocks", false, AnthropicContent::new);
         }
     }
 }

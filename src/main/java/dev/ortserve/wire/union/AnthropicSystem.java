@@ -26,12 +26,7 @@ public final class AnthropicSystem extends TextOrList<AnthropicTextBlockParam> {
 
     static final class Reader extends TextOrList.Reader<AnthropicSystem, AnthropicTextBlockParam> {
         Reader() {
-            super(AnthropicSystem.class, AnthropicTextBlockParam.class, "text blocks", false);
-        }
-
-        @Override
-        AnthropicSystem create(String text, List<AnthropicTextBlockParam> items) {
-            return new AnthropicSystem(text, items);
+            super(AnthropicSystem.class, AnthropicTextBlockParam.class, "text blocks", false, AnthropicSystem::new);
         }
     }
 }

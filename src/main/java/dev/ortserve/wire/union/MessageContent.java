@@ -30,12 +30,7 @@ public final class MessageContent extends TextOrList<ChatCompletionContentPart> 
 
     static final class Reader extends TextOrList.Reader<MessageContent, ChatCompletionContentPart> {
         Reader() {
-            super(MessageContent.class, ChatCompletionContentPart.class, "content parts", true);
-        }
-
-        @Override
-        MessageContent create(String text, List<ChatCompletionContentPart> items) {
-            return new MessageContent(text, items);
+            super(MessageContent.class, ChatCompletionContentPart.class, "content parts", true, MessageContent::new);
         }
     }
 }

@@ -1,8 +1,6 @@
 package dev.ortserve.wire.union;
 
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
-import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import dev.ortserve.wire.model.ResponseFunctionCallItem;
@@ -21,10 +19,13 @@ public final class ResponseInputItem extends OneOf {
         super(value);
     }
 
-    public static final class Reader extends JsonDeserializer<ResponseInputItem> {
+    static final class Reader extends OneOf.Reader<ResponseInputItem> {
+        Reader() {
+            super(ResponseInputItem::new);
+        }
+
         @Override
-        public ResponseInputItem deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
-            JsonNode node = UnionReader.tree(p, ctxt);
+        Class<?> member(JsonNode node, DeserializationContext ctxt) throws IOException {
             if (!node.isObject()) {
                 return UnionReader.fail(ctxt, ResponseInputItem.class, "each input item must be an object, got " + UnionReader.kind(node));
             }
@@ -48,7 +49,7 @@ public final class ResponseInputItem extends OneOf {
                 return UnionReader.fail(ctxt, ResponseInputItem.class, "unsupported input item type '" + t
                         + "' (supported: message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, item_reference, compaction)");
             }
-            return new ResponseInputItem(UnionReader.value(ctxt, node, member));
+            return member;
         }
     }
 }

@@ -22,12 +22,7 @@ public final class ResponseMessageContent extends TextOrList<ResponseContentPart
 
     static final class Reader extends TextOrList.Reader<ResponseMessageContent, ResponseContentPart> {
         Reader() {
-            super(ResponseMessageContent.class, ResponseContentPart.class, "content parts", false);
-        }
-
-        @Override
-        ResponseMessageContent create(String text, List<ResponseContentPart> items) {
-            return new ResponseMessageContent(text, items);
+            super(ResponseMessageContent.class, ResponseContentPart.class, "content parts", false, ResponseMessageContent::new);
         }
     }
 }

@@ -1,8 +1,6 @@
 package dev.ortserve.wire.union;
 
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
-import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import dev.ortserve.wire.model.ResponseFunctionCallItem;
@@ -21,10 +19,13 @@ public final class ResponseStoredItem extends OneOf {
         super(value);
     }
 
-    public static final class Reader extends JsonDeserializer<ResponseStoredItem> {
+    static final class Reader extends OneOf.Reader<ResponseStoredItem> {
+        Reader() {
+            super(ResponseStoredItem::new);
+        }
+
         @Override
-        public ResponseStoredItem deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
-            JsonNode node = UnionReader.tree(p, ctxt);
+        Class<?> member(JsonNode node, DeserializationContext ctxt) throws IOException {
             String type = node.path("type").asText("message");
             Class<?> member = switch (type) {
                 case "message" -> "assistant".equals(node.path("role").asText()) && node.path("content").isArray()
@@ -39,7 +40,7 @@ public final class ResponseStoredItem extends OneOf {
             if (member == null) {
                 return UnionReader.fail(ctxt, ResponseStoredItem.class, "unknown item type '" + type + "'");
             }
-            return new ResponseStoredItem(UnionReader.value(ctxt, node, member));
+            return member;
         }
     }
 }

@@ -16,12 +16,7 @@ public final class ResponsesInput extends TextOrList<ResponseInputItem> {
 
     static final class Reader extends TextOrList.Reader<ResponsesInput, ResponseInputItem> {
         Reader() {
-            super(ResponsesInput.class, ResponseInputItem.class, "input items", false);
-        }
-
-        @Override
-        ResponsesInput create(String text, List<ResponseInputItem> items) {
-            return new ResponsesInput(text, items);
+            super(ResponsesInput.class, ResponseInputItem.class, "input items", false, ResponsesInput::new);
         }
     }
 }

@@ -48,21 +48,22 @@ public abstract class TextOrList<T> {
         private final Class<E> element;
         private final String what;
         private final boolean nonEmpty;
+        private final java.util.function.BiFunction<String, List<E>, U> create;
 
-        Reader(Class<U> type, Class<E> element, String what, boolean nonEmpty) {
+        /** @param create the union from its string (items null) or its elements (text null) */
+        Reader(Class<U> type, Class<E> element, String what, boolean nonEmpty, java.util.function.BiFunction<String, List<E>, U> create) {
             this.type = type;
             this.element = element;
             this.what = what;
             this.nonEmpty = nonEmpty;
+            this.create = create;
         }
-
-        abstract U create(String text, List<E> items);
 
         @Override
         public U deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
             JsonNode node = UnionReader.tree(p, ctxt);
             if (node.isTextual()) {
-                return create(node.textValue(), null);
+                return create.apply(node.textValue(), null);
             }
             if (!node.isArray()) {
                 return UnionReader.fail(ctxt, type, "expected a string or an array of " + what + ", got " + UnionReader.kind(node));
@@ -77,7 +78,7 @@ public abstract class TextOrList<T> {
                 }
                 items.add(UnionReader.element(ctxt, e, items.size(), element));
             }
-            return create(null, items);
+            return create.apply(null, items);
         }
     }
 

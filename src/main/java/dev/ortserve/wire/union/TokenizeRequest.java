@@ -1,8 +1,6 @@
 package dev.ortserve.wire.union;
 
-import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.DeserializationContext;
-import com.fasterxml.jackson.databind.JsonDeserializer;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.annotation.JsonDeserialize;
 import dev.ortserve.wire.model.TokenizeChatRequest;
@@ -18,18 +16,20 @@ public final class TokenizeRequest extends OneOf {
         super(value);
     }
 
-    public static final class Reader extends JsonDeserializer<TokenizeRequest> {
+    static final class Reader extends OneOf.Reader<TokenizeRequest> {
+        Reader() {
+            super(TokenizeRequest::new);
+        }
+
         @Override
-        public TokenizeRequest deserialize(JsonParser p, DeserializationContext ctxt) throws IOException {
-            JsonNode node = UnionReader.tree(p, ctxt);
+        Class<?> member(JsonNode node, DeserializationContext ctxt) throws IOException {
             if (!node.isObject()) {
                 return UnionReader.fail(ctxt, TokenizeRequest.class, "The request body must be a JSON object");
             }
             if (node.has("messages") && node.has("prompt")) {
                 return UnionReader.fail(ctxt, TokenizeRequest.class, "give either 'prompt' or 'messages', not both");
             }
-            Class<?> member = node.has("messages") ? TokenizeChatRequest.class : TokenizeCompletionRequest.class;
-            return new TokenizeRequest(UnionReader.value(ctxt, node, member));
+            return node.has("messages") ? TokenizeChatRequest.class : TokenizeCompletionRequest.class;
         }
     }
 }
