@@ -44,49 +44,8 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
         if (speculative == null) speculative = SpeculativeOptions.DEFAULT;
     }
 
-    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
-                         boolean kvInPlace, long kvCacheBytes, Duration queueTimeout) {
-        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, SpeculativeOptions.DEFAULT);
-    }
-
-    /** Requests wait in the queue as long as it takes. */
-    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros,
-                         boolean kvInPlace, long kvCacheBytes) {
-        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, Duration.ZERO);
-    }
-
     /** onnxruntime's own spin loop: intra-op threads spin until its spin count runs out, however long that is. */
     public static final int SPIN_UNBOUNDED = -1;
-
-    /** The default KV budget. */
-    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros, boolean kvInPlace) {
-        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, -1);
-    }
-
-    /** KV copied each step (not in place), the default KV budget. */
-    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache, int intraOpSpinMicros) {
-        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, false, -1);
-    }
-
-    /** Without intra-op spinning. */
-    public EngineOptions(String executionProvider, int cudaDeviceId, int intraOpThreads, int maxSequences,
-                         int queueCapacity, int prefillChunkTokens, OptionalInt maxModelLen, Duration batchWindow,
-                         long prefixCacheBytes, RewriteOptions rewrite, Path rewriteCache) {
-        this(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens, maxModelLen, batchWindow,
-                prefixCacheBytes, rewrite, rewriteCache, 0);
-    }
 
     public static final Duration DEFAULT_BATCH_WINDOW = Duration.ofMillis(50);
     /** The default prefix cache holds this many tokens of KV ... */
@@ -94,66 +53,133 @@ public record EngineOptions(String executionProvider, int cudaDeviceId, int intr
     /** ... within this many bytes. */
     public static final long DEFAULT_PREFIX_CACHE_MAX_BYTES = 1L << 30;
 
+    /** CPU, every core, 16 sequences, a queue of 64, prefill chunks of 256, the default budgets, no rewrite, no spinning. */
     public static EngineOptions defaults() {
-        return new EngineOptions("cpu", 0, Runtime.getRuntime().availableProcessors(), 16, 64, 256, OptionalInt.empty(),
-                DEFAULT_BATCH_WINDOW, -1, RewriteOptions.NONE, null);
+        return builder().build();
+    }
+
+    /** Options from {@link #defaults()}, each set by name. */
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    /** These options, each to be changed by name. */
+    public Builder toBuilder() {
+        Builder b = new Builder();
+        b.executionProvider = executionProvider;
+        b.cudaDeviceId = cudaDeviceId;
+        b.intraOpThreads = intraOpThreads;
+        b.maxSequences = maxSequences;
+        b.queueCapacity = queueCapacity;
+        b.prefillChunkTokens = prefillChunkTokens;
+        b.maxModelLen = maxModelLen;
+        b.batchWindow = batchWindow;
+        b.prefixCacheBytes = prefixCacheBytes;
+        b.rewrite = rewrite;
+        b.rewriteCache = rewriteCache;
+        b.intraOpSpinMicros = intraOpSpinMicros;
+        b.kvInPlace = kvInPlace;
+        b.kvCacheBytes = kvCacheBytes;
+        b.queueTimeout = queueTimeout;
+        b.speculative = speculative;
+        return b;
+    }
+
+    /** The options by name (see the record's components); starts at {@link #defaults()}. */
+    public static final class Builder {
+        private String executionProvider = "cpu";
+        private int cudaDeviceId;
+        private int intraOpThreads = Runtime.getRuntime().availableProcessors();
+        private int maxSequences = 16;
+        private int queueCapacity = 64;
+        private int prefillChunkTokens = 256;
+        private OptionalInt maxModelLen = OptionalInt.empty();
+        private Duration batchWindow = DEFAULT_BATCH_WINDOW;
+        private long prefixCacheBytes = -1;
+        private RewriteOptions rewrite = RewriteOptions.NONE;
+        private Path rewriteCache;
+        private int intraOpSpinMicros;
+        private boolean kvInPlace;
+        private long kvCacheBytes = -1;
+        private Duration queueTimeout = Duration.ZERO;
+        private SpeculativeOptions speculative = SpeculativeOptions.DEFAULT;
+
+        private Builder() {
+        }
+
+        public Builder executionProvider(String provider) { executionProvider = provider; return this; }
+        public Builder cudaDeviceId(int id) { cudaDeviceId = id; return this; }
+        public Builder intraOpThreads(int threads) { intraOpThreads = threads; return this; }
+        public Builder maxSequences(int n) { maxSequences = n; return this; }
+        public Builder queueCapacity(int n) { queueCapacity = n; return this; }
+        public Builder prefillChunkTokens(int n) { prefillChunkTokens = n; return this; }
+        public Builder maxModelLen(OptionalInt n) { maxModelLen = n; return this; }
+        public Builder batchWindow(Duration window) { batchWindow = window; return this; }
+        public Builder prefixCacheBytes(long bytes) { prefixCacheBytes = bytes; return this; }
+        public Builder rewrite(RewriteOptions options) { rewrite = options; return this; }
+        public Builder rewriteCache(Path dir) { rewriteCache = dir; return this; }
+        /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
+        public Builder intraOpSpinMicros(int micros) {
+            if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
+            intraOpSpinMicros = micros;
+            return this;
+        }
+        public Builder kvInPlace(boolean inPlace) { kvInPlace = inPlace; return this; }
+        public Builder kvCacheBytes(long bytes) { kvCacheBytes = bytes; return this; }
+        public Builder queueTimeout(Duration timeout) { queueTimeout = timeout; return this; }
+        public Builder speculative(SpeculativeOptions options) { speculative = options; return this; }
+
+        public EngineOptions build() {
+            return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
+                    maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout,
+                    speculative);
+        }
     }
 
     public EngineOptions withLimits(int maxSequences, int queueCapacity, int prefillChunkTokens) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().maxSequences(maxSequences).queueCapacity(queueCapacity).prefillChunkTokens(prefillChunkTokens).build();
     }
 
     public EngineOptions withProvider(String provider) {
-        return new EngineOptions(provider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().executionProvider(provider).build();
     }
 
     public EngineOptions withBatchWindow(Duration window) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, window, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().batchWindow(window).build();
     }
 
     public EngineOptions withPrefixCacheBytes(long bytes) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, bytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().prefixCacheBytes(bytes).build();
     }
 
     /** Rewrites the graph on load as {@code rewrite} says, keeping the result under {@code cache}. */
     public EngineOptions withRewrite(RewriteOptions rewrite, Path cache) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, cache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().rewrite(rewrite).rewriteCache(cache).build();
     }
 
     /** @param micros 0: no spinning; {@link #SPIN_UNBOUNDED}: onnxruntime's own spin loop; N: spin at most N microseconds */
     public EngineOptions withIntraOpSpinMicros(int micros) {
-        if (micros < SPIN_UNBOUNDED) throw new IllegalArgumentException("intra-op spin micros must be -1, 0 or positive, not " + micros);
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, micros, kvInPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().intraOpSpinMicros(micros).build();
     }
 
     /** Decode steps of GroupQueryAttention graphs write KV in place ({@code true}) or copy the past ({@code false}). */
     public EngineOptions withKvInPlace(boolean inPlace) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, inPlace, kvCacheBytes, queueTimeout, speculative);
+        return toBuilder().kvInPlace(inPlace).build();
     }
 
     /** Speculative decoding as {@code options} say ({@link SpeculativeOptions#OFF}: none). */
     public EngineOptions withSpeculative(SpeculativeOptions options) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, queueTimeout, options);
+        return toBuilder().speculative(options).build();
     }
 
     /** @param timeout the longest a request waits in the queue; zero: as long as it takes */
     public EngineOptions withQueueTimeout(Duration timeout) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, kvCacheBytes, timeout, speculative);
+        return toBuilder().queueTimeout(timeout).build();
     }
 
     /** @param bytes the KV budget; negative: the default for the model ({@link #kvCacheBytes(DecoderSpec, long)}) */
     public EngineOptions withKvCacheBytes(long bytes) {
-        return new EngineOptions(executionProvider, cudaDeviceId, intraOpThreads, maxSequences, queueCapacity, prefillChunkTokens,
-                maxModelLen, batchWindow, prefixCacheBytes, rewrite, rewriteCache, intraOpSpinMicros, kvInPlace, bytes, queueTimeout, speculative);
+        return toBuilder().kvCacheBytes(bytes).build();
     }
 
     /**

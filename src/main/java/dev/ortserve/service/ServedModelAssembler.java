@@ -179,19 +179,24 @@ final class ServedModelAssembler {
         } catch (IllegalArgumentException e) {
             throw new ModelLoadException("ORTSERVE_ENGINE_KV_CACHE_DTYPE: " + e.getMessage(), e);
         }
-        return new EngineOptions(config.executionProvider().name(), config.cudaDeviceId(),
-                config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()),
-                config.engine().maxSequences(), config.engine().queueCapacity(), config.engine().prefillChunkTokens(),
-                entry.maxModelLen() != null ? java.util.OptionalInt.of(entry.maxModelLen()) : config.engine().maxModelLen(), config.engine().batchWindow(),
-                config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
-                new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
+        return EngineOptions.builder()
+                .executionProvider(config.executionProvider().name()).cudaDeviceId(config.cudaDeviceId())
+                .intraOpThreads(config.intraOpThreads().orElse(Runtime.getRuntime().availableProcessors()))
+                .maxSequences(config.engine().maxSequences()).queueCapacity(config.engine().queueCapacity())
+                .prefillChunkTokens(config.engine().prefillChunkTokens())
+                .maxModelLen(entry.maxModelLen() != null ? java.util.OptionalInt.of(entry.maxModelLen()) : config.engine().maxModelLen())
+                .batchWindow(config.engine().batchWindow())
+                .prefixCacheBytes(config.engine().prefixCacheBytes().map(MemorySize::asLongValue).orElse(-1L))
+                .rewrite(new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype)
                         .withLoraModules(loraModules(entry)).withNativeAttention(config.engine().nativeAttention())
-                        .withNativeMatMul(config.engine().nativeMatmul()),
-                config.modelCacheDir().resolve("rewritten"),
-                spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()), config.engine().kvInPlace(),
-                entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L),
-                config.engine().queueTimeout(), speculative());
+                        .withNativeMatMul(config.engine().nativeMatmul()))
+                .rewriteCache(config.modelCacheDir().resolve("rewritten"))
+                .intraOpSpinMicros(spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()))
+                .kvInPlace(config.engine().kvInPlace())
+                .kvCacheBytes(entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L))
+                .queueTimeout(config.engine().queueTimeout()).speculative(speculative())
+                .build();
     }
 
     /** The projections that get LoRA inputs: those the model's adapters target, every one when adapters may load at runtime. */

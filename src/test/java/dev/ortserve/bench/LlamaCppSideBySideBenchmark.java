@@ -80,8 +80,8 @@ class LlamaCppSideBySideBenchmark {
                 new Pair("int4 / Q4_0", WeightPrecision.INT4, size.id() + "-Q4_0.gguf"));
         Map<String, List<Double>> cells = new LinkedHashMap<>();
         EngineOptions base = EngineOptions.defaults().withLimits(Math.max(16, STREAMS), Math.max(64, 4 * STREAMS), 256).withPrefixCacheBytes(0);
-        base = new EngineOptions(base.executionProvider(), base.cudaDeviceId(), THREADS, base.maxSequences(), base.queueCapacity(),
-                base.prefillChunkTokens(), base.maxModelLen(), base.batchWindow(), base.prefixCacheBytes(), base.rewrite(), base.rewriteCache());
+        base = base.toBuilder().intraOpThreads(THREADS).intraOpSpinMicros(0).kvInPlace(false).kvCacheBytes(-1).queueTimeout(java.time.Duration.ZERO)
+                .speculative(dev.ortserve.engine.speculative.SpeculativeOptions.DEFAULT).build();
         for (int round = 0; round < ROUNDS; round++) {
             for (Pair p : pairs) {
                 for (int spin : SPIN) {

@@ -31,9 +31,9 @@ public final class SplitServingBenchmark {
                 int threads = Integer.parseInt(args[2]), streams = Integer.parseInt(args[3]);
                 int prompt = Integer.parseInt(args[4]), output = Integer.parseInt(args[5]);
                 // the graph the server serves by default (rewritten on load), so floor and server run the same graph
-                EngineOptions options = new EngineOptions("cpu", 0, threads, streams, 4 * streams, 256, OptionalInt.empty(), EngineOptions.DEFAULT_BATCH_WINDOW, -1,
-                        new dev.ortserve.engine.rewrite.RewriteOptions(true, dev.ortserve.engine.rewrite.WeightPrecision.MODEL, true),
-                        Path.of(args[1]).toAbsolutePath().getParent().resolve("rewritten"));
+                EngineOptions options = EngineOptions.builder().intraOpThreads(threads).maxSequences(streams).queueCapacity(4 * streams)
+                        .rewrite(new dev.ortserve.engine.rewrite.RewriteOptions(true, dev.ortserve.engine.rewrite.WeightPrecision.MODEL, true))
+                        .rewriteCache(Path.of(args[1]).toAbsolutePath().getParent().resolve("rewritten")).build();
                 try (LoadedModel model = ModelLoader.load(Path.of(args[1]), options)) {
                     int[][] prompts = DecodeBench.prompts(streams, prompt, model.spec().vocabSize());
                     DecodeBench.plainLoop(model, model.session(), prompts, 1, 8);

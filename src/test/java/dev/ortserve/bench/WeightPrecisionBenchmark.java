@@ -52,8 +52,8 @@ class WeightPrecisionBenchmark {
                 PROMPT, OUTPUT, STREAMS, THREADS, Runtime.getRuntime().availableProcessors()));
         report.append("| graph | path | streams | decode tok/s | vs fp32 as exported |\n|---|---|---|---|---|\n");
         EngineOptions base = EngineOptions.defaults().withLimits(Math.max(16, STREAMS), Math.max(64, 4 * STREAMS), 256).withPrefixCacheBytes(0);
-        base = new EngineOptions(base.executionProvider(), base.cudaDeviceId(), THREADS, base.maxSequences(), base.queueCapacity(),
-                base.prefillChunkTokens(), base.maxModelLen(), base.batchWindow(), base.prefixCacheBytes(), base.rewrite(), base.rewriteCache());
+        base = base.toBuilder().intraOpThreads(THREADS).intraOpSpinMicros(0).kvInPlace(false).kvCacheBytes(-1).queueTimeout(java.time.Duration.ZERO)
+                .speculative(dev.ortserve.engine.speculative.SpeculativeOptions.DEFAULT).build();
         double[] reference = null;
         record Config(String label, RewriteOptions rewrite) { }
         RewriteOptions defaults = RewriteOptions.defaults(WeightPrecision.MODEL);

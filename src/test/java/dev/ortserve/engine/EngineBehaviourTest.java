@@ -379,8 +379,8 @@ class EngineBehaviourTest {
 
     @Test
     void contextLengthCapsGeneration() {
-        EngineOptions shortContext = new EngineOptions("cpu", 0, 2, 4, 8, 64, OptionalInt.of(20), EngineOptions.DEFAULT_BATCH_WINDOW, -1,
-                dev.ortserve.engine.rewrite.RewriteOptions.NONE, null);
+        EngineOptions shortContext = EngineOptions.builder().intraOpThreads(2).maxSequences(4).queueCapacity(8).prefillChunkTokens(64)
+                .maxModelLen(OptionalInt.of(20)).build();
         try (LoadedModel small = ModelLoader.load(tiny, shortContext);
              GenerationEngine engine = new ContinuousBatchingEngine(small, shortContext)) {
             int[] prompt = small.tokenizer().encode("fifteen tokens or so of prompt");

@@ -155,8 +155,9 @@ class KvInPlaceTest {
     void theBuffersStopAtTheContextLength() throws Exception {
         // a context of 300 (max-model-len): the span after 256 is 300, not 512 (rotary caches and the context end there)
         EngineOptions d = EngineOptions.defaults();
-        EngineOptions capped = new EngineOptions(d.executionProvider(), d.cudaDeviceId(), d.intraOpThreads(), 4, 64, 64,
-                java.util.OptionalInt.of(300), d.batchWindow(), -1, d.rewrite(), d.rewriteCache(), 0, false, -1);
+        EngineOptions capped = d.toBuilder().maxSequences(4).queueCapacity(64).prefillChunkTokens(64).maxModelLen(java.util.OptionalInt.of(300))
+                .prefixCacheBytes(-1).intraOpSpinMicros(0).kvInPlace(false).kvCacheBytes(-1).queueTimeout(java.time.Duration.ZERO)
+                .speculative(dev.ortserve.engine.speculative.SpeculativeOptions.DEFAULT).build();
         SplittableRandom random = new SplittableRandom(9);
         List<int[]> longer = List.of(prompt(random, 250), prompt(random, 240));
         try (LoadedModel short300 = ModelLoader.load(ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, dir), capped)) {
