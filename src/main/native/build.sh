@@ -59,6 +59,7 @@ g++ "${flags[@]}" -c "$src_dir/ortserve_ops.cc" -o "$work/ops.o"
 g++ "${flags[@]}" -c "$src_dir/matmul_nbits.cc" -o "$work/matmul.o"
 g++ "${flags[@]}" -mavx2 -mfma -mf16c -c "$src_dir/attend_avx2.cc" -o "$work/avx2.o"
 g++ "${flags[@]}" -mavx2 -mfma -c "$src_dir/qmatmul_avx2.cc" -o "$work/qavx2.o"
+g++ "${flags[@]}" -mavx2 -mfma -mavx512vnni -mavx512vl -c "$src_dir/qmatmul_vnni.cc" -o "$work/qvnni.o"
 g++ "${flags[@]}" -Wno-maybe-uninitialized -mavx512f -mfma -mf16c -c "$src_dir/attend_avx512.cc" -o "$work/avx512.o"
 mkdir -p "$(dirname "$target")"
 # libstdc++ shared, as onnxruntime has it: linked in statically it would bring glibc 2.36 symbols (arc4random) that the

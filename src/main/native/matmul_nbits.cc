@@ -49,10 +49,15 @@ void quantize_row(const float* x, int64_t k, int blocks, int bits, int8_t* q, fl
   }
 }
 
+// the widest kernel the CPU runs, at most `at_most` (the test-only attribute: "vnni", "avx2", "portable"; empty: any)
 ortserve::QMatFn qmat_for(const std::string& at_most) {
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if ((at_most.empty() || at_most == "avx2") && avx2) return &ortserve::qmat_avx2;
+  static const bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
+  if (at_most.empty() && vnni) return &ortserve::qmat_vnni;
+  if ((at_most.empty() || at_most == "vnni" || at_most == "avx2") && avx2) {
+    return at_most == "vnni" && vnni ? &ortserve::qmat_vnni : &ortserve::qmat_avx2;
+  }
 #endif
   return &ortserve::qmat_portable;
 }
@@ -72,7 +77,7 @@ void run_task(void* data, size_t task) {
 
 struct Kernel {
   int64_t k = 0, n = 0, bits = 0, block_size = 0;
-  std::string kernel;  // the test-only "kernel" attribute: empty for the widest the CPU runs, "avx2", "portable"
+  std::string kernel;  // the test-only "kernel" attribute: empty for the widest the CPU runs, "vnni", "avx2", "portable"
 
   explicit Kernel(const OrtKernelInfo* info) {
     const OrtApi& api = Ort::GetApi();

@@ -3,7 +3,7 @@
 // nibble first, or 8-bit; the op's default zero point 2^(bits-1); one float scale per block) and x quantized per block
 // of 32 to int8 (scale = the block's largest magnitude / 127, as llama.cpp's Q8_0 and onnxruntime's int8-activation
 // path quantize it), so each block is an integer dot product and two scales. Shared by the per-instruction-set
-// translation units (qmatmul_avx2.cc, and the portable one in matmul_nbits.cc).
+// translation units (qmatmul_vnni.cc and qmatmul_avx2.cc over qmatmul_simd.inc, and the portable one in matmul_nbits.cc).
 #pragma once
 
 #include <cstddef>
@@ -47,5 +47,6 @@ inline int nibble_order(int b, int j, int blocks) {
 
 void qmat_portable(const QMatArgs& a);
 void qmat_avx2(const QMatArgs& a);  // needs AVX2 and FMA
+void qmat_vnni(const QMatArgs& a);  // needs AVX2, FMA, AVX512_VNNI and AVX512VL
 
 }  // namespace ortserve

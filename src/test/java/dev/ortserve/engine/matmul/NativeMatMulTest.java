@@ -19,7 +19,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The native library's {@code dev.ortserve.MatMulNBits} against onnxruntime's com.microsoft.MatMulNBits (CPU,
  * accuracy_level 4 as the rewriter writes it) and against the exact product of x with the dequantized weights, one node
  * each on the same random weights (4- and 8-bit, blocks of 32, K a multiple of 32 or not), steps of 1 to 16 rows (the
- * AVX2 kernel's tiles of 4 and the rest), each kernel (the widest this CPU runs, AVX2, portable C++).
+ * kernels' tiles of 4 and the rest), each kernel (the widest this CPU runs, AVX-512 VNNI where the CPU has it, else
+ * AVX2 again, AVX2, portable C++).
  * <p>
  * The bound: the op quantizes each block of 32 values of x to int8 (d = the block's largest magnitude / 127, values
  * rounded to nearest), so each value moves by at most d / 2 and an output by at most sum over blocks of d / 2 x sum of
@@ -33,7 +34,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 class NativeMatMulTest {
 
-    private static final List<String> KERNELS = List.of("", "avx2", "portable");
+    private static final List<String> KERNELS = List.of("", "vnni", "avx2", "portable");
 
     @BeforeAll
     static void libraryBuilt() {
