@@ -31,8 +31,8 @@ cd "$(dirname "$0")/../.."
 SIZE=${SIZE:-qwen3-0.6b}
 T=${THREADS:-$(nproc)}
 SHORT=35 LONG=1600 OUTPUT=32
-PAIRS=${PAIRS:-model int8 int4}
-START=${START:-1}
+export PAIRS=${PAIRS:-model int8 int4}
+export START=${START:-1}
 OUT=target/llamacpp/real-size
 mkdir -p "$OUT" target/bench-models
 rm -f target/long-context-decode.tsv "$OUT"/*.tsv "$OUT"/batched.jsonl "$OUT"/start-*.md
@@ -90,7 +90,8 @@ commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=
 print(f"{size} (GroupQueryAttention variant for ortserve; the same weights as GGUF for llama.cpp), {threads} threads each, "
       f"{os.cpu_count()} processors ({cpu}), {mem:.0f} GiB; ortserve {commit}, llama.cpp {llama}; one round, {minutes} min in all; "
       f"load average (1, 5, 15 min) {load_start} at the start, {load_end} at the end.\n")
-print("Command: `SIZE=%s bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR PYTHON` (under `flock /tmp/bigmem.lock` at real size)\n" % size)
+print("Command: `SIZE=%s PAIRS='%s' START=%s bench/llamacpp/real_size.sh LLAMA_CPP_BIN_DIR PYTHON` (under `flock /tmp/bigmem.lock` at real size)\n"
+      % (size, os.environ.get("PAIRS", ""), os.environ.get("START", "1")))
 servers = {l.split()[0]: l.split()[1:] for l in open(f"{out}/server.tsv")} if os.path.exists(f"{out}/server.tsv") else {}
 if servers:
     print("| precision | ortserve ready s cold / warm | ortserve peak RSS GB cold / warm | llama-server ready s 1st / 2nd | llama-server peak RSS GB 1st / 2nd |")

@@ -361,11 +361,12 @@ public interface OrtserveConfig {
         /**
          * Quantized weights' MatMuls (MatMulNBits with int8 activations: int4 / int8 serving, and exports quantized so)
          * run as the op of ortserve's native library (src/main/native): the same int8 quantization of the activations as
-         * onnxruntime's kernel, integer dot products, each weight block read once for up to four rows. CPU provider on
-         * Linux x86-64 only; elsewhere onnxruntime's op as before.
+         * onnxruntime's kernel, integer dot products, each weight block read once for up to four rows. {@code auto}: where
+         * onnxruntime's own kernel is its AVX2 one (a CPU with AVX2 and no AVX-512 or AVX-VNNI), {@code true}: always,
+         * {@code false}: never. CPU provider on Linux x86-64 only; elsewhere onnxruntime's op as before.
          */
-        @WithDefault("true")
-        boolean nativeMatmul();
+        @WithDefault("auto")
+        String nativeMatmul();
 
         /**
          * Constant-weight MatMuls that read the same activations (a layer's q, k and v; its gate and

@@ -190,13 +190,28 @@ final class ServedModelAssembler {
                 .rewrite(new RewriteOptions(config.engine().lastPositionLogits(), precision, config.engine().fuseNorms(), config.engine().fuseRotary(),
                         config.engine().packProjections(), config.engine().fuseAttention(), kvDtype)
                         .withLoraModules(loraModules(entry)).withNativeAttention(config.engine().nativeAttention())
-                        .withNativeMatMul(config.engine().nativeMatmul()))
+                        .withNativeMatMul(nativeMatMul(config.engine().nativeMatmul())))
                 .rewriteCache(config.modelCacheDir().resolve("rewritten"))
                 .intraOpSpinMicros(spinMicros(config.intraOpSpinning(), config.intraOpSpinMicros()))
                 .kvInPlace(config.engine().kvInPlace())
                 .kvCacheBytes(entry.kvCacheBytes() != null ? entry.kvCacheBytes() : config.engine().kvCacheBytes().map(MemorySize::asLongValue).orElse(-1L))
                 .queueTimeout(config.engine().queueTimeout()).speculative(speculative())
                 .build();
+    }
+
+    /** ORTSERVE_ENGINE_NATIVE_MATMUL: true, false, or auto (where it is the faster kernel on this CPU). */
+    static boolean nativeMatMul(String setting) {
+        return switch (setting.trim().toLowerCase(java.util.Locale.ROOT)) {
+            case "true" -> true;
+            case "false" -> false;
+            case "auto" -> {
+                boolean faster = RewriteOptions.nativeMatMulFasterHere();
+                LOG.infof("ORTSERVE_ENGINE_NATIVE_MATMUL=auto: %s", faster ? "the native quantized MatMul (onnxruntime's MatMulNBits runs its AVX2 kernel here)"
+                        : "onnxruntime's MatMulNBits (this CPU has AVX-512 or AVX-VNNI, or no AVX2: onnxruntime's kernel is the faster one here)");
+                yield faster;
+            }
+            default -> throw new ModelLoadException("ORTSERVE_ENGINE_NATIVE_MATMUL: auto, true or false, not '" + setting + "'");
+        };
     }
 
     /** The projections that get LoRA inputs: those the model's adapters target, every one when adapters may load at runtime. */

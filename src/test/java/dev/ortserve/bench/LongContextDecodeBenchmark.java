@@ -49,8 +49,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code -Dbench.native-attention=false} serves onnxruntime's GroupQueryAttention instead of the native library's
  * (ORTSERVE_ENGINE_NATIVE_ATTENTION=false); {@code -Dbench.compare-native=true} compares the two in one JVM, rounds
  * alternating, both in place (the "copying" columns are then onnxruntime's op, the "in place" ones the native op).
- * {@code -Dbench.native-matmul=false} serves onnxruntime's MatMulNBits for the quantized weights instead of the native
- * library's (ORTSERVE_ENGINE_NATIVE_MATMUL=false); {@code -Dbench.compare-native=matmul} compares those two the same way.
+ * {@code -Dbench.native-matmul=false|true} serves onnxruntime's MatMulNBits for the quantized weights, or the native
+ * library's, instead of the server's default for this CPU (ORTSERVE_ENGINE_NATIVE_MATMUL=auto); {@code -Dbench.compare-native=matmul} compares those two the same way.
  * {@code -Dbench.speculative=false} turns drafting off (prompt lookup otherwise verifies drafts on one stream).
  * <p>
  * {@code -Dbench.layout=optimum} measures the generator's Optimum layout (explicit attention, left padding)
@@ -76,6 +76,12 @@ class LongContextDecodeBenchmark {
             : dev.ortserve.engine.rewrite.KvCacheDtype.parse(System.getProperty("bench.kv-dtype", "model"));
     /** bench.compare-native=true: onnxruntime's GroupQueryAttention (the "copying" slot) against the native library's, both in place. */
     static final String COMPARE_WHAT = System.getProperty("bench.compare-native", "false");
+
+    /** bench.native-matmul: auto (the server's default: where it is the faster kernel on this CPU), true or false. */
+    static boolean nativeMatMul() {
+        String v = System.getProperty("bench.native-matmul", "auto");
+        return "auto".equals(v) ? dev.ortserve.engine.rewrite.RewriteOptions.nativeMatMulFasterHere() : Boolean.parseBoolean(v);
+    }
     static final boolean COMPARE_NATIVE = !COMPARE_WHAT.equals("false");
     /** bench.compare-native=matmul: onnxruntime's MatMulNBits against the native library's (the quantized weights; -Dbench.precision=int4|int8). */
     static final boolean COMPARE_MATMUL = COMPARE_WHAT.equals("matmul");
@@ -99,7 +105,7 @@ class LongContextDecodeBenchmark {
         EngineOptions base = EngineOptions.defaults().withPrefixCacheBytes(0).withBatchWindow(Duration.ZERO)
                 .withRewrite(RewriteOptions.defaults(PRECISION).withFuseAttention(!OPTIMUM && !Boolean.getBoolean("bench.no-attention-rewrites")).withKvCacheDtype(KV_DTYPE)
                                 .withNativeAttention(!"false".equals(System.getProperty("bench.native-attention")))
-                                .withNativeMatMul(!"false".equals(System.getProperty("bench.native-matmul"))),
+                                .withNativeMatMul(LongContextDecodeBenchmark.nativeMatMul()),
                         Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         // bench.speculative=false: no drafting (kernels compared on plain decode steps: greedy random text flatters prompt lookup)
         if ("false".equals(System.getProperty("bench.speculative"))) base = base.withSpeculative(dev.ortserve.engine.speculative.SpeculativeOptions.OFF);

@@ -53,7 +53,7 @@ public final class MemoryUnderLoadBench {
         kvBytes = Math.min(kvBytes, dev.ortserve.engine.memory.ProcessMemory.maxDirect() / 2);
         EngineOptions options = EngineOptions.defaults().withKvInPlace(true).withKvCacheBytes(kvBytes)
                 .withRewrite(RewriteOptions.defaults(precision).withKvCacheDtype(kvDtype)
-                        .withNativeMatMul(!"false".equals(System.getProperty("bench.native-matmul"))), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
+                        .withNativeMatMul(LongContextDecodeBenchmark.nativeMatMul()), Path.of("target", "bench-rewrite-cache").toAbsolutePath());
         try (LoadedModel model = ModelLoader.load(dir, options);
              ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options)) {
             run(engine, model, 1, 16, 4); // warm-up

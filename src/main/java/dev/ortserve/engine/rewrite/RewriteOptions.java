@@ -99,6 +99,15 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
         return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, loraModules, nativeAttention, nativeOp);
     }
 
+    /**
+     * The native quantized MatMul's default on this machine ({@code ORTSERVE_ENGINE_NATIVE_MATMUL=auto}): on where
+     * onnxruntime's own MatMulNBits runs its AVX2 kernel (AVX2 and FMA, no AVX-512, no AVX-VNNI), off where it runs a
+     * wider one (see docs/benchmarks.md, "Quantized MatMul, native").
+     */
+    public static boolean nativeMatMulFasterHere() {
+        return NativeMatMul.fasterOn(NativeMatMul.cpuFlags());
+    }
+
     /** These options with LoRA inputs on {@code modules} (none when empty). */
     public RewriteOptions withLoraModules(java.util.Set<String> modules) {
         return new RewriteOptions(lastPositionLogits, precision, fuseNorms, fuseRotary, packProjections, fuseAttention, kvCacheDtype, modules, nativeAttention, nativeMatMul);
