@@ -15,7 +15,8 @@ import java.util.Set;
  * dot products over the same bytes, each weight block read once for up to four rows. Why: on the 2-core AVX2 host,
  * int8 weights 1.08-1.18x onnxruntime 1.29's prepacked kernel for steps of 1-16 rows and 1.11x for a 64-row prompt
  * chunk; int4 even (0.95-1.03x); and the weights are no longer held twice while onnxruntime prepacks them
- * (docs/benchmarks.md, "Quantized MatMul, native").
+ * (docs/benchmarks.md, "Quantized MatMul, native"). Where onnxruntime runs a wider kernel of its own (AVX-512 VNNI) it
+ * leads from four rows on, so the server's default asks for this rewrite only where {@link #fasterOn} says so.
  * <p>
  * Only what the library computes is moved: float32 activations (float32 scales), 4 or 8 bits in blocks of 32, the
  * default zero point (no zero_points, g_idx or bias input), accuracy_level 4 (a node that asks for float activations
