@@ -80,12 +80,15 @@ class LlamaCppSideBySideBenchmark {
                 new Pair("int4 / Q4_0", WeightPrecision.INT4, size.id() + "-Q4_0.gguf"));
         Map<String, List<Double>> cells = new LinkedHashMap<>();
         EngineOptions base = EngineOptions.defaults().withLimits(Math.max(16, STREAMS), Math.max(64, 4 * STREAMS), 256).withPrefixCacheBytes(0);
-        base = base.toBuilder().intraOpThreads(THREADS).intraOpSpinMicros(0).kvInPlace(false).kvCacheBytes(-1).queueTimeout(java.time.Duration.ZERO)
-                .speculative(dev.ortserve.engine.speculative.SpeculativeOptions.DEFAULT).build();
+        // as served by default (KV in place, the native MatMul where it is the faster kernel), drafting off: llama.cpp's
+        // benches decode plainly, and prompt lookup on a random model's repetitive text would flatter ortserve
+        base = base.toBuilder().intraOpThreads(THREADS).intraOpSpinMicros(0).kvInPlace(true).kvCacheBytes(-1).queueTimeout(java.time.Duration.ZERO)
+                .speculative(dev.ortserve.engine.speculative.SpeculativeOptions.OFF).build();
         for (int round = 0; round < ROUNDS; round++) {
             for (Pair p : pairs) {
                 for (int spin : SPIN) {
-                    EngineOptions options = base.withRewrite(RewriteOptions.defaults(p.precision()), cache).withIntraOpSpinMicros(spin);
+                    EngineOptions options = base.withRewrite(RewriteOptions.defaults(p.precision()).withNativeMatMul(LongContextDecodeBenchmark.nativeMatMul()), cache)
+                            .withIntraOpSpinMicros(spin);
                     DecodeBench.engineRates(bench, options, p.label() + "|ours" + spin, PROMPT, OUTPUT, STREAMS, cells);
                 }
                 Path file = gguf.resolve(p.gguf());
