@@ -49,6 +49,13 @@ class TemplateWithoutToolsTest extends ApiTest {
         json().body("{\"model\":\"tiny\",\"input\":\"Hi\",\"tools\":[{\"type\":\"function\",\"name\":\"f\"}]}").post("/v1/responses")
                 .then().statusCode(400).body("error.param", equalTo("tools"))
                 .body("error.message", containsString("chat template has no tool calling"));
+        // the Messages API, count_tokens too: the one refusal in the service's turn preparation, in Anthropic's envelope
+        String messages = "{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
+                + "\"tools\":[{\"name\":\"f\",\"input_schema\":{\"type\":\"object\"}}]";
+        json().body(messages + ",\"max_tokens\":2}").post("/v1/messages").then().statusCode(400).body("type", equalTo("error"))
+                .body("error.message", containsString("chat template has no tool calling"));
+        json().body(messages + "}").post("/v1/messages/count_tokens").then().statusCode(400).body("type", equalTo("error"))
+                .body("error.message", containsString("chat template has no tool calling"));
     }
 
     @Test

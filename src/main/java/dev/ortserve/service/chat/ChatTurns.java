@@ -3,6 +3,7 @@ package dev.ortserve.service.chat;
 import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
+import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.parse.OutputParsers;
 import dev.ortserve.parse.Parsers;
 import dev.ortserve.service.structured.StructuredOutputs;
@@ -37,6 +38,11 @@ public class ChatTurns {
 
     /** The turn {@code request} asks of {@code served} (the model the request resolved). */
     public ChatTurn prepare(ServedModel served, ChatTurnRequest request) {
+        // tools whose calls are parsed need the model's tool-call parser (every protocol's turn is refused here alike;
+        // tool_choice none: the tools still reach the template, the output is never parsed)
+        if (request.hasTools() && request.choice() != ChatTurnRequest.ToolChoice.NONE && served.toolCallParser() == null) {
+            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
+        }
         TokenConstraint constraint = constraint(served, request);
         // tool_choice none: the tools still reach the template, the output is never parsed
         boolean parseTools = request.hasTools() && request.choice() != ChatTurnRequest.ToolChoice.NONE;

@@ -156,9 +156,6 @@ public class MessagesProtocol {
         if (!hasTools && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "'tool_choice' '" + (forced == null ? "any" : "tool") + "' needs 'tools'.");
         }
-        if (hasTools && choice != ChatTurnRequest.ToolChoice.NONE && served.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
-        }
         // adaptive: the model decides; a model that can think (it has a reasoning parser) may, others do not
         boolean thinks = thinking instanceof AnthropicThinkingEnabled
                 || (thinking instanceof AnthropicThinkingAdaptive && served.reasoningParser() != null);

@@ -105,10 +105,6 @@ public class ChatCompletionsProtocol {
     }
 
     private Uni<WireAnswer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {
-        // tool_choice none: the tools still reach the template, the output is never parsed
-        if (hasTools && choice != ToolChoice.Mode.NONE && served.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
-        }
         List<Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(), new TypeReference<List<Map<String, Object>>>() { }) : null;
         Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
         if (hasTools) {

@@ -188,12 +188,6 @@ public class ResponsesService {
     }
 
     private ResponseRun admit(ServedModel served, CreateResponseRequest req, String owner, Conversation conversation, boolean generate) {
-        ToolChoice requestChoice = req.getToolChoice();
-        // tool_choice none: the tools still reach the template, the output is never parsed
-        if (!ResponseTools.of(req.getTools()).isEmpty() && (requestChoice == null || requestChoice.mode() != ToolChoice.Mode.NONE)
-                && served.toolCallParser() == null) {
-            throw new UnsupportedParameterException("tools", served.parsers().toolsRefusal());
-        }
         List<StoredResponse> chain = conversation == null ? List.of() : conversation.chain();
         ResponseItems items = new ResponseItems(mapper);
         Map<String, JsonNode> known = new HashMap<>();
