@@ -79,8 +79,12 @@ class LongContextDecodeBenchmark {
 
     /** bench.native-matmul: auto (the server's default: where it is the faster kernel on this CPU), true or false. */
     static boolean nativeMatMul() {
-        String v = System.getProperty("bench.native-matmul", "auto");
-        return "auto".equals(v) ? dev.ortserve.engine.rewrite.RewriteOptions.nativeMatMulFasterHere() : Boolean.parseBoolean(v);
+        return switch (System.getProperty("bench.native-matmul", "auto")) {
+            case "auto" -> dev.ortserve.engine.rewrite.RewriteOptions.nativeMatMulFasterHere();
+            case "true" -> true;
+            case "false" -> false;
+            default -> throw new IllegalArgumentException("-Dbench.native-matmul: auto, true or false");
+        };
     }
     static final boolean COMPARE_NATIVE = !COMPARE_WHAT.equals("false");
     /** bench.compare-native=matmul: onnxruntime's MatMulNBits against the native library's (the quantized weights; -Dbench.precision=int4|int8). */

@@ -2,6 +2,7 @@ package dev.ortserve.bench;
 
 import ai.onnx.proto.OnnxMl.GraphProto;
 import ai.onnx.proto.OnnxMl.ModelProto;
+import ai.onnx.proto.OnnxMl.AttributeProto;
 import ai.onnx.proto.OnnxMl.NodeProto;
 import ai.onnx.proto.OnnxMl.OperatorSetIdProto;
 import ai.onnx.proto.OnnxMl.TensorProto;
@@ -36,7 +37,8 @@ import static dev.ortserve.engine.attention.GqaGraph.ints;
  * for the 57M bench model's 512 / 8 heads of 64 / 1,536 shapes and 8 layers), each node reading a graph input, so one
  * Run reads every weight once per step. {@code -Dbench.bits} (4, or 8), {@code -Dbench.rows} (1,4,16: a step's rows;
  * 64 or more, a prompt's chunk), {@code -Dbench.threads} (2), {@code -Dbench.spin} (false: both sessions' intra-op
- * threads sleep between operators as served by default; spinning, two sessions' pools fight over 2 cores).
+ * threads sleep between operators as served by default; spinning, two sessions' pools fight over 2 cores),
+ * {@code -Dbench.kernel} (the native op's kernel at most: avx2 or portable; by default the widest the CPU runs).
  * Prints the median ms per step over {@code -Dbench.rounds} (30) and the weights' bytes read per second. Run with {@code
  * ./mvnw -Pbench test -Dtest=QuantizedMatMulBench}.
  */
@@ -49,6 +51,8 @@ class QuantizedMatMulBench {
     static final String SHAPE = System.getProperty("bench.shape", "qwen3-0.6b");
     /** onnxruntime's intra-op threads spin between operators ({@code -Dbench.spin=true}); served, they do not by default. */
     static final boolean SPIN = Boolean.getBoolean("bench.spin");
+    /** The native op's kernel at most ({@code -Dbench.kernel=avx2|portable}; empty: the widest the CPU runs, VNNI where it has it). */
+    static final String KERNEL = System.getProperty("bench.kernel", "");
 
     @Test
     void run() throws Exception {
@@ -75,8 +79,9 @@ class QuantizedMatMulBench {
             if (domain.equals(QuantizedMatMul.NATIVE)) so.registerCustomOpLibrary(NativeOps.library().orElseThrow().toString());
             sessions.put(domain, env.createSession(model(weights, domain).toByteArray(), so));
         }
-        StringBuilder report = new StringBuilder(String.format("onnxruntime %s, %s shapes, %d layers, int%d, %.1f MB of weights and scales, %d threads (%s), %d processors, median of %d steps%n", env.getVersion(),
-                SHAPE, layers, BITS, bytes / 1e6, THREADS, SPIN ? "spinning" : "not spinning", Runtime.getRuntime().availableProcessors(), ROUNDS));
+        StringBuilder report = new StringBuilder(String.format("onnxruntime %s, %s shapes, %d layers, int%d, %.1f MB of weights and scales, %d threads (%s), %d processors, native kernel %s, median of %d steps%n", env.getVersion(),
+                SHAPE, layers, BITS, bytes / 1e6, THREADS, SPIN ? "spinning" : "not spinning", Runtime.getRuntime().availableProcessors(),
+                KERNEL.isEmpty() ? "the widest" : "at most " + KERNEL, ROUNDS));
         for (String r : System.getProperty("bench.rows", "1,4,16").split(",")) {
             int rows = Integer.parseInt(r.trim());
             Map<String, OnnxTensor> in = new HashMap<>();
@@ -128,6 +133,10 @@ class QuantizedMatMulBench {
             NodeProto.Builder node = NodeProto.newBuilder().setOpType("MatMulNBits").setDomain(domain).addAllInput(List.of("x" + w.k(), "w" + i, "s" + i))
                     .addOutput("y" + i).addAttribute(ints("K", w.k())).addAttribute(ints("N", w.n())).addAttribute(ints("bits", w.bits()))
                     .addAttribute(ints("block_size", 32)).addAttribute(ints("accuracy_level", 4));
+            if (domain.equals(QuantizedMatMul.NATIVE) && !KERNEL.isEmpty()) {
+                node.addAttribute(AttributeProto.newBuilder().setName("kernel").setType(AttributeProto.AttributeType.STRING)
+                        .setS(com.google.protobuf.ByteString.copyFromUtf8(KERNEL)));
+            }
             graph.addNode(node);
             graph.addOutput(ValueInfoProto.newBuilder().setName("y" + i));
             inputs.add(w.k());

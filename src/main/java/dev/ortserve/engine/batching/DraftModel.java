@@ -33,7 +33,6 @@ final class DraftModel implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(DraftModel.class);
     /** Tokens fed to the draft model in one pass (a prompt is fed in chunks of this many). */
     private static final int CHUNK = 512;
-    private static final int GROWTH = KvCache.GROWTH;
 
     private final LoadedModel model;
     private final DecoderSpec spec;
@@ -182,8 +181,7 @@ final class DraftModel implements AutoCloseable {
         private void ensure(int positions) throws OrtException {
             if (kv != null && positions + 1 <= kv.span()) return;
             // the rotary caches end at the context: the buffers never go past it (positions + 1 <= the context here)
-            int newSpan = Math.min(spec.maxModelLen(), (positions + 1 + GROWTH - 1) / GROWTH * GROWTH);
-            newSpan = Math.max(newSpan, positions + 1);
+            int newSpan = KvCache.roundedSpan(positions, spec.maxModelLen());
             // the old buffers are let go once the new ones hold their positions (the reservation covers both)
             KvBuffers grown = kv == null ? KvBuffers.allocate(model.environment(), spec, 1, newSpan) : kv.grown(newSpan, length);
             if (kv == null) length = 0;

@@ -113,8 +113,16 @@ public final class KvCache implements AutoCloseable {
      */
     int spanFor(int newLength, int limit) {
         if (!inPlace) return newLength;
-        int rounded = (newLength + 1 + GROWTH - 1) / GROWTH * GROWTH;
-        return Math.max(newLength + 1, Math.min(rounded, Math.min(limit, spec.maxModelLen())));
+        return roundedSpan(newLength, Math.min(limit, spec.maxModelLen()));
+    }
+
+    /**
+     * In-place buffers for {@code length} positions and the next step: {@code length + 1} rounded up to {@link #GROWTH},
+     * at most {@code cap} (unless the next step needs more). The batch's and a draft session's buffers grow alike.
+     */
+    static int roundedSpan(int length, int cap) {
+        int rounded = (length + 1 + GROWTH - 1) / GROWTH * GROWTH;
+        return Math.max(length + 1, Math.min(rounded, cap));
     }
 
     /** In place: rows of the batch ran passes of their own (speculative verification); the longest now holds {@code longest} positions. */

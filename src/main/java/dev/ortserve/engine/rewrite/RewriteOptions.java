@@ -105,7 +105,12 @@ public record RewriteOptions(boolean lastPositionLogits, WeightPrecision precisi
      * wider one (see docs/benchmarks.md, "Quantized MatMul, native").
      */
     public static boolean nativeMatMulFasterHere() {
-        return NativeMatMul.fasterOn(NativeMatMul.cpuFlags());
+        return NativeMatMulHere.FASTER;
+    }
+
+    /** This machine's answer, read once (the CPU does not change while the server runs). */
+    private static final class NativeMatMulHere {
+        static final boolean FASTER = NativeMatMul.fasterOn(NativeMatMul.cpuFlags());
     }
 
     /** These options with LoRA inputs on {@code modules} (none when empty). */

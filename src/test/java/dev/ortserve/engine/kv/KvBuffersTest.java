@@ -76,8 +76,10 @@ class KvBuffersTest {
             }
             try (KvBuffers.View two = b.rows(1, 2)) {
                 assertArrayEquals(new long[] {2, kv, span, d}, two.keys()[0].getInfo().getShape());
-                FloatBuffer seen = two.values()[1].getFloatBuffer();
-                assertEquals(value(1, 1, 1, 0, 0, 0), seen.get(0), "the view's first row is row 1");
+                assertEquals(value(1, 1, 1, 0, 0, 0), two.values()[1].getFloatBuffer().get(0), "the view's first row is row 1");
+                // written into the whole after the view was made: read through the view (no copy between them)
+                ((FloatBuffer) b.view(1, 1)).put((2 * kv * span + 1) * d, -7f);
+                assertEquals(-7f, two.values()[1].getFloatBuffer().get((kv * span + 1) * d), "row 2, position 1, seen as the view's row 1");
             }
             assertEquals(value(2, 0, 0, 0, 3, 1), ((FloatBuffer) b.view(0, 0)).get(((2 * kv) * span + 3) * d + 1), "closing a view leaves the buffers");
         }

@@ -64,7 +64,7 @@ public final class QuantizedMatMul implements AutoCloseable {
     private final OrtSession session;
     private final Weights w;
 
-    /** @param kernel the native op's test-only kernel cap ("", "avx2", "portable"); ignored for onnxruntime's op */
+    /** @param kernel the native op's test-only kernel cap ("", "vnni", "avx2", "portable"); ignored for onnxruntime's op */
     public QuantizedMatMul(Weights w, String domain, String kernel, int threads) throws Exception {
         this.w = w;
         OrtSession.SessionOptions so = new OrtSession.SessionOptions();
