@@ -88,6 +88,6 @@ public class EmbeddingModelHost {
     /** Every embedding model, for /v1/models. */
     public List<ServedModelInfo> info() {
         return served.stream().map(s -> new ServedModelInfo(s.id(), ServedModelInfo.Kind.EMBEDDING, s.engine().model().maxTokens(), null,
-                s.createdAt(), null, null, s.entry().aliases(), "loaded", null, true)).toList();
+                s.createdAt(), null, null, s.entry().aliases(), "loaded", null, true, null, ServedModelInfo.modalities(false))).toList();
     }
 }

@@ -623,12 +623,12 @@ public class GenerationModelHost {
                     s != null ? s.model().directory().toString() : null, s != null ? s.createdAt() : 0,
                     s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
                     slot.entry.aliases(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null,
-                    slot.entry.pinned()));
+                    slot.entry.pinned(), null, s == null ? null : ServedModelInfo.modalities(s.takesImages())));
             for (ModelEntry.Adapter a : slot.adapters()) {
                 infos.add(new ServedModelInfo(a.id(), ServedModelInfo.Kind.GENERATION, s != null ? s.model().spec().maxModelLen() : 0, a.path().toString(),
                         s != null ? s.createdAt() : 0, s == null ? null : s.parsers().toolsName(), s == null ? null : s.parsers().reasoningName(),
                         List.of(), state.name().toLowerCase(Locale.ROOT), state == ModelSlot.State.FAILED ? slot.error : null, slot.entry.pinned(),
-                        slot.id()));
+                        slot.id(), s == null ? null : ServedModelInfo.modalities(s.takesImages())));
             }
         }
         return infos;

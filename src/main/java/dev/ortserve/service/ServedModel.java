@@ -60,6 +60,14 @@ public record ServedModel(String id, String source, LoadedModel model, Generatio
         return model.tokenizer().encode(text, false);
     }
 
+    /**
+     * Whether the model reads images. The engine runs text decoders only so far: every model takes
+     * text only, and image parts are refused naming it (issue 50 brings vision encoders).
+     */
+    public boolean takesImages() {
+        return false;
+    }
+
     /** The reasoning parser (configured or detected), or null. */
     public ReasoningParser reasoningParser() {
         return parsers.reasoning();

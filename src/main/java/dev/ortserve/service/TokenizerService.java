@@ -18,7 +18,10 @@ public class TokenizerService {
     }
 
     /** A chat conversation's tokens: the same rendering path as chat completions, so what this counts is what the model is fed. */
-    public Uni<Tokens> chat(ServedModel served, ChatPromptRenderer.Request request, boolean strings) {
+    /** The chat prompt's tokens; {@code images} the messages' images (refused on a model that takes text only). */
+    public Uni<Tokens> chat(ServedModel served, ChatPromptRenderer.Request request, java.util.List<ImageInput> images,
+                            boolean strings) {
+        ImageInput.requireImageModel(served, images);
         LoadedModel model = served.model();
         return served.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
     }

@@ -142,6 +142,33 @@ class AnthropicMessagesTest extends ApiTest {
     }
 
     @Test
+    void imagesAreReadUntilATextOnlyModelRefusesThemNamingIt() {
+        String png = "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"iVBORw0KGgo=\"}}";
+        String url = "{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":\"https://example.com/a.png\"}}";
+        String says = "'" + MODEL + "' takes text only";
+        error(400, "invalid_request_error", userBlocks("{\"type\":\"text\",\"text\":\"what is this?\"}," + png), says);
+        error(400, "invalid_request_error", userBlocks(url), says);
+        // a screenshot in a tool result (Claude Code's Read of an image file)
+        error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"max_tokens\":4,\"messages\":["
+                + "{\"role\":\"user\",\"content\":\"look\"},"
+                + "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"read\",\"input\":{}}]},"
+                + "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_1\",\"content\":[" + png + "]}]}]}", says);
+        error(400, "invalid_request_error", userBlocks("{\"type\":\"image\",\"source\":{\"type\":\"file\",\"file_id\":\"file_1\"}}"), "no Files API");
+        error(400, "invalid_request_error", userBlocks("{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"data\":\"AAAA\"}}"), "'media_type'");
+        error(400, "invalid_request_error", userBlocks("{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":\"file:///etc/passwd\"}}"),
+                "http(s) URL");
+        error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},"
+                + "{\"role\":\"assistant\",\"content\":[" + png + "]}]}", "cannot hold a 'image' block");
+        // count_tokens counts what /v1/messages would run: the same refusal
+        json().body(userBlocks(png).replace("\"max_tokens\":4,", "")).post("/v1/messages/count_tokens").then().statusCode(400)
+                .body("error.message", containsString(says));
+    }
+
+    private static String userBlocks(String blocks) {
+        return "{\"model\":\"" + MODEL + "\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":[" + blocks + "]}]}";
+    }
+
+    @Test
     void clientErrorsInAnthropicsEnvelope() {
         error(400, "invalid_request_error", "{\"model\":\"" + MODEL + "\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", "max_tokens");
         error(400, "invalid_request_error", request(",\"frequency_penalty\":1"), "frequency_penalty");

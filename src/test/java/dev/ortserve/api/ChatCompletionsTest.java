@@ -9,6 +9,7 @@ import org.junit.jupiter.api.Test;
 import java.util.List;
 
 import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
 import static org.hamcrest.Matchers.equalTo;
 import static org.hamcrest.Matchers.hasSize;
 import static org.hamcrest.Matchers.startsWith;
@@ -93,7 +94,8 @@ class ChatCompletionsTest extends ApiTest {
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"not\":{}}}}}")
                 .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("response_format.json_schema.schema"));
         json().body("{\"model\":\"tiny\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"http://x/y.png\"}}]}]}")
-                .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("messages[0].content[0]"));
+                .post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo("messages[0].content[0].image_url.url"))
+                .body("error.message", containsString("'tiny' takes text only"));
         json().body("{\"model\":\"tiny\",\"messages\":" + MESSAGES + ",\"top_logprobs\":2}").post("/v1/chat/completions")
                 .then().statusCode(400).body("error.param", equalTo("top_logprobs"));
     }

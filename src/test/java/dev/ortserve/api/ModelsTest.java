@@ -19,7 +19,9 @@ class ModelsTest extends ApiTest {
                 .body("data.id", hasItem(MODEL))
                 .body("data[0].object", equalTo("model"))
                 .body("data[0].owned_by", equalTo("ortserve"))
-                .body("data[0].max_model_len", equalTo(2048));
+                .body("data[0].max_model_len", equalTo(2048))
+                // a text decoder: requests hold text only (image parts are refused naming it)
+                .body("data[0].input_modalities", equalTo(java.util.List.of("text")));
     }
 
     @Test

@@ -237,6 +237,12 @@ class ArchitectureTest {
     }
 
     @Test
+    void theImageLibraryImportsNothingOfOrtserve() {
+        // decoding, Pillow's resampling and the fetch policy work on bytes and URLs; the service maps requests onto them
+        selfContained("dev.ortserve.image");
+    }
+
+    @Test
     void theJinjaInterpreterImportsNothingOfOrtserve() {
         selfContained("dev.ortserve.jinja");
     }

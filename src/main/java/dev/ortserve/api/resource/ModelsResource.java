@@ -37,7 +37,8 @@ public class ModelsResource implements ModelsApi {
                 .ownedBy("ortserve").maxModelLen(info.maxModelLen() > 0 ? info.maxModelLen() : null).root(info.root()).parent(info.parent())
                 .parsers(info.toolCallParser() == null ? null
                         : new dev.ortserve.wire.model.ModelParsers().toolCall(info.toolCallParser()).reasoning(info.reasoningParser()))
-                .aliases(info.aliases()).pinned(info.pinned()).status(status(info));
+                .aliases(info.aliases()).pinned(info.pinned()).status(status(info))
+                .inputModalities(info.inputModalities() == null ? null : info.inputModalities().stream().map(Model.InputModalitiesEnum::fromValue).toList());
     }
 
     static ModelStatus status(ServedModelInfo info) {

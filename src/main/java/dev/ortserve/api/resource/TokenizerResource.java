@@ -42,11 +42,12 @@ public class TokenizerResource implements TokenizerApi {
             }
             List<java.util.Map<String, Object>> tools = chat.getTools() == null || chat.getTools().isEmpty() ? null
                     : mapper.convertValue(chat.getTools(), new com.fasterxml.jackson.core.type.TypeReference<List<java.util.Map<String, Object>>>() { });
-            ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(chat.getMessages()), tools,
+            List<dev.ortserve.service.ImageInput> images = new java.util.ArrayList<>();
+            ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(chat.getMessages(), images), tools,
                     ChatMessages.documents(chat.getDocuments()), !Boolean.FALSE.equals(chat.getAddGenerationPrompt()),
                     Boolean.TRUE.equals(chat.getContinueFinalMessage()), chat.getChatTemplateKwargs(),
                     ChatMessages.requestTemplate(chat.getChatTemplate(), config.allowRequestChatTemplate()));
-            return host.using(chat.getModel(), served -> tokenizer.chat(served, promptRequest, Boolean.TRUE.equals(chat.getReturnTokenStrs())))
+            return host.using(chat.getModel(), served -> tokenizer.chat(served, promptRequest, images, Boolean.TRUE.equals(chat.getReturnTokenStrs())))
                     .map(TokenizerResource::answer);
         }
         TokenizeCompletionRequest req = (TokenizeCompletionRequest) request.value();

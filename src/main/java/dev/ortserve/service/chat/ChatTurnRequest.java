@@ -1,5 +1,7 @@
 package dev.ortserve.service.chat;
 
+import dev.ortserve.service.ImageInput;
+
 import java.util.List;
 import java.util.Map;
 
@@ -12,9 +14,14 @@ import java.util.Map;
  * @param toolChoice     null: auto
  * @param forcedFunction the function a {@link ToolChoice#FUNCTION} choice names
  * @param format         the output format; null: free text
+ * @param images         the images the messages hold, in the order the prompt shows them (empty: none)
  */
 public record ChatTurnRequest(List<Map<String, Object>> templateTools, Map<String, Map<String, Object>> toolSchemas,
-                              ToolChoice toolChoice, String forcedFunction, OutputFormat format) {
+                              ToolChoice toolChoice, String forcedFunction, OutputFormat format, List<ImageInput> images) {
+
+    public ChatTurnRequest {
+        images = images == null ? List.of() : List.copyOf(images);
+    }
 
     public enum ToolChoice { AUTO, NONE, REQUIRED, FUNCTION }
 

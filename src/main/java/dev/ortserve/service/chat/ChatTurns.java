@@ -1,6 +1,7 @@
 package dev.ortserve.service.chat;
 
 import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -38,6 +39,7 @@ public class ChatTurns {
 
     /** The turn {@code request} asks of {@code served} (the model the request resolved). */
     public ChatTurn prepare(ServedModel served, ChatTurnRequest request) {
+        ImageInput.requireImageModel(served, request.images());
         // tools whose calls are parsed need the model's tool-call parser (every protocol's turn is refused here alike;
         // tool_choice none: the tools still reach the template, the output is never parsed)
         if (request.hasTools() && request.choice() != ChatTurnRequest.ToolChoice.NONE && served.toolCallParser() == null) {

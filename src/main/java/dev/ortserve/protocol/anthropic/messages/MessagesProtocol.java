@@ -9,6 +9,7 @@ import dev.ortserve.wire.model.AnthropicCountTokensResponse;
 import dev.ortserve.wire.model.AnthropicCreateMessageRequest;
 import dev.ortserve.wire.model.AnthropicDocumentBlockParam;
 import dev.ortserve.wire.model.AnthropicImageBlockParam;
+import dev.ortserve.wire.model.AnthropicImageSource;
 import dev.ortserve.wire.model.AnthropicInputMessage;
 import dev.ortserve.wire.model.AnthropicMessage;
 import dev.ortserve.wire.model.AnthropicRedactedThinkingBlockParam;
@@ -37,6 +38,7 @@ import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -164,7 +166,8 @@ public class MessagesProtocol {
         }
         List<Map<String, Object>> templateTools = null;
         Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
-        List<Map<String, Object>> templateMessages = templateMessages(system, messages);
+        List<ImageInput> images = new ArrayList<>();
+        List<Map<String, Object>> templateMessages = templateMessages(system, messages, images);
         if (hasTools) {
             templateTools = new ArrayList<>();
             Set<String> referenced = referencedTools(messages, tools);
@@ -183,7 +186,7 @@ public class MessagesProtocol {
                 templateTools.add(Map.of("type", "function", "function", function));
             }
         }
-        ChatTurnRequest turnRequest = new ChatTurnRequest(templateTools, schemas, choice, forced, null);
+        ChatTurnRequest turnRequest = new ChatTurnRequest(templateTools, schemas, choice, forced, null, images);
         ChatTurn turn = generate && thinking instanceof AnthropicThinkingEnabled on
                 ? turns.prepare(served, turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
                 : turns.prepare(served, turnRequest);
@@ -237,7 +240,7 @@ public class MessagesProtocol {
      * each assistant message's text, thinking and tool_use blocks as content, reasoning_content
      * and tool_calls.
      */
-    List<Map<String, Object>> templateMessages(AnthropicSystem system, List<AnthropicInputMessage> messages) {
+    List<Map<String, Object>> templateMessages(AnthropicSystem system, List<AnthropicInputMessage> messages, List<ImageInput> images) {
         List<Map<String, Object>> out = new ArrayList<>();
         if (system != null) {
             String text = system.isText() ? system.text() : joined(system.blocks());
@@ -259,6 +262,8 @@ public class MessagesProtocol {
                 continue;
             }
             StringBuilder text = new StringBuilder();
+            // a user message's blocks in order, its images among them (the template gets them only when there is one)
+            List<Map<String, Object>> parts = new ArrayList<>();
             StringBuilder reasoning = new StringBuilder();
             List<Map<String, Object>> calls = new ArrayList<>();
             List<AnthropicContentBlockParam> blocks = content.blocks();
@@ -268,14 +273,25 @@ public class MessagesProtocol {
                 if (block instanceof AnthropicTextBlockParam t) {
                     if (text.length() > 0) text.append('\n');
                     text.append(t.getText());
-                } else if (block instanceof AnthropicImageBlockParam || block instanceof AnthropicDocumentBlockParam) {
-                    throw new UnsupportedParameterException(at, "Content blocks of type '" + block.getType()
-                            + "' are not supported: this model takes text only.");
+                    parts.add(Map.of("type", "text", "text", t.getText()));
+                } else if (block instanceof AnthropicImageBlockParam image && user) {
+                    images.add(image(image, at));
+                    parts.add(ImageInput.templatePart());
+                } else if (block instanceof AnthropicDocumentBlockParam) {
+                    throw new UnsupportedParameterException(at, "Content blocks of type 'document' are not supported.");
                 } else if (block instanceof AnthropicToolResultBlockParam r && user) {
                     Map<String, Object> tool = new LinkedHashMap<>();
                     tool.put("role", "tool");
-                    String result = r.getContent() == null ? "" : r.getContent().isText() ? r.getContent().text() : toolResultText(r.getContent(), at);
-                    tool.put("content", Boolean.TRUE.equals(r.getIsError()) ? "Error: " + result : result);
+                    Object result = r.getContent() == null ? "" : r.getContent().isText() ? r.getContent().text() : toolResult(r.getContent(), at, images);
+                    boolean error = Boolean.TRUE.equals(r.getIsError());
+                    if (result instanceof String plain) {
+                        tool.put("content", error ? "Error: " + plain : plain);
+                    } else {
+                        @SuppressWarnings("unchecked")
+                        List<Map<String, Object>> withImages = (List<Map<String, Object>>) result;
+                        if (error) withImages.add(0, Map.of("type", "text", "text", "Error:"));
+                        tool.put("content", withImages);
+                    }
                     tool.put("tool_call_id", r.getToolUseId());
                     String name = toolNames.get(r.getToolUseId());
                     if (name != null) tool.put("name", name);
@@ -299,7 +315,13 @@ public class MessagesProtocol {
                 }
             }
             if (user) {
-                if (text.length() > 0 || out.isEmpty() || !"tool".equals(out.get(out.size() - 1).get("role"))) {
+                boolean withImages = parts.stream().anyMatch(p -> "image".equals(p.get("type")));
+                if (withImages) {
+                    Map<String, Object> u = new LinkedHashMap<>();
+                    u.put("role", "user");
+                    u.put("content", parts);
+                    out.add(u);
+                } else if (text.length() > 0 || out.isEmpty() || !"tool".equals(out.get(out.size() - 1).get("role"))) {
                     out.add(message("user", text.toString()));
                 }
             } else {
@@ -312,19 +334,49 @@ public class MessagesProtocol {
         return out;
     }
 
-    private static String toolResultText(AnthropicContent content, String param) {
+    /** A tool result's blocks: their text, or, when they hold an image, their parts in order (a list). */
+    private static Object toolResult(AnthropicContent content, String param, List<ImageInput> images) {
         StringBuilder out = new StringBuilder();
+        List<Map<String, Object>> parts = new ArrayList<>();
+        boolean withImages = false;
         List<AnthropicContentBlockParam> blocks = content.blocks();
         for (int k = 0; k < blocks.size(); k++) {
+            String at = param + ".content[" + k + "]";
             if (blocks.get(k) instanceof AnthropicToolReferenceBlockParam) continue; // loads a deferred tool (referencedTools), no text
+            if (blocks.get(k) instanceof AnthropicImageBlockParam image) {
+                images.add(image(image, at));
+                parts.add(ImageInput.templatePart());
+                withImages = true;
+                continue;
+            }
             if (!(blocks.get(k) instanceof AnthropicTextBlockParam t)) {
-                throw new UnsupportedParameterException(param + ".content[" + k + "]", "Tool results of type '" + blocks.get(k).getType()
-                        + "' are not supported: this model takes text only.");
+                throw new UnsupportedParameterException(at, "Tool results of type '" + blocks.get(k).getType() + "' are not supported.");
             }
             if (out.length() > 0) out.append('\n');
             out.append(t.getText());
+            parts.add(Map.of("type", "text", "text", t.getText()));
         }
-        return out.toString();
+        return withImages ? parts : out.toString();
+    }
+
+    /** An image block's source: base64 data with its media type, or a URL; the Files API's file source is refused. */
+    private static ImageInput image(AnthropicImageBlockParam block, String param) {
+        AnthropicImageSource source = block.getSource();
+        String at = param + ".source";
+        return switch (source.getType()) {
+            case BASE64 -> {
+                if (source.getData() == null || source.getMediaType() == null) {
+                    throw new InvalidRequestException(at, "A base64 image source needs 'media_type' and 'data'.");
+                }
+                yield ImageInput.ofBase64(source.getData(), source.getMediaType().toString(), at + ".data");
+            }
+            case URL -> {
+                if (source.getUrl() == null) throw new InvalidRequestException(at + ".url", "A url image source needs 'url'.");
+                yield ImageInput.ofUrl(source.getUrl(), at + ".url");
+            }
+            case FILE -> throw new UnsupportedParameterException(at, "Image sources of type 'file' are not supported: this server has no Files API. "
+                    + "Send the image as a base64 source.");
+        };
     }
 
     private static String systemText(AnthropicContent content, String param) {

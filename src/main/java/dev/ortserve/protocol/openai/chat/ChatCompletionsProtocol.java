@@ -30,6 +30,7 @@ import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -111,9 +112,11 @@ public class ChatCompletionsProtocol {
             req.getTools().forEach(t -> schemas.put(t.getFunction().getName(),
                     t.getFunction().getParameters() == null ? Map.of() : t.getFunction().getParameters()));
         }
+        List<ImageInput> images = new ArrayList<>();
+        List<Map<String, Object>> messages = ChatMessages.templateMessages(req.getMessages(), images);
         ChatTurn turn = turns.prepare(served, new ChatTurnRequest(tools, schemas, ChatMessages.toolChoice(choice),
-                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req)));
-        ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(ChatMessages.templateMessages(req.getMessages()), tools,
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req), images));
+        ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(messages, tools,
                 ChatMessages.documents(req.getDocuments()), !Boolean.FALSE.equals(req.getAddGenerationPrompt()),
                 Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
                 ChatMessages.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));

@@ -3,6 +3,7 @@ package dev.ortserve.protocol.openai.chat;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.wire.model.ChatCompletionContentPart;
+import dev.ortserve.wire.model.ChatCompletionContentPartImage;
 import dev.ortserve.wire.model.ChatCompletionContentPartText;
 import dev.ortserve.wire.model.ChatCompletionMessageToolCall;
 import dev.ortserve.wire.model.ChatCompletionRequestAssistantMessage;
@@ -14,6 +15,7 @@ import dev.ortserve.wire.model.ChatCompletionRequestUserMessage;
 import dev.ortserve.wire.union.MessageContent;
 import dev.ortserve.wire.union.ToolChoice;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 
@@ -33,7 +35,12 @@ public final class ChatMessages {
     private ChatMessages() {
     }
 
-    public static List<Map<String, Object>> templateMessages(List<ChatCompletionRequestMessage> messages) {
+    /**
+     * The messages as the template receives them; the images of user messages' {@code image_url}
+     * parts are added to {@code images} in the order the prompt shows them (the template sees an
+     * {@code {"type": "image"}} part in each one's place).
+     */
+    public static List<Map<String, Object>> templateMessages(List<ChatCompletionRequestMessage> messages, List<ImageInput> images) {
         List<Map<String, Object>> out = new ArrayList<>(messages.size());
         for (int i = 0; i < messages.size(); i++) {
             ChatCompletionRequestMessage message = messages.get(i);
@@ -50,7 +57,7 @@ public final class ChatMessages {
                 m.put("content", text(d.getContent(), param));
                 putIfSet(m, "name", d.getName());
             } else if (message instanceof ChatCompletionRequestUserMessage u) {
-                m.put("content", text(u.getContent(), param));
+                m.put("content", userContent(u.getContent(), param, images));
                 putIfSet(m, "name", u.getName());
             } else if (message instanceof ChatCompletionRequestAssistantMessage a) {
                 boolean calls = a.getToolCalls() != null && !a.getToolCalls().isEmpty();
@@ -120,6 +127,36 @@ public final class ChatMessages {
         }
     }
 
+    /**
+     * A user message's content: its text, or, when it holds images, its parts in order (text parts
+     * as {@code {"type": "text"}}, each image as {@code {"type": "image"}}), as the Hugging Face
+     * processors give vision templates their messages.
+     */
+    private static Object userContent(MessageContent content, String param, List<ImageInput> images) {
+        if (content == null || content.isText() || content.parts().stream().noneMatch(p -> p instanceof ChatCompletionContentPartImage)) {
+            return text(content, param);
+        }
+        List<Map<String, Object>> parts = new ArrayList<>();
+        List<ChatCompletionContentPart> given = content.parts();
+        for (int j = 0; j < given.size(); j++) {
+            String at = param + ".content[" + j + "]";
+            if (given.get(j) instanceof ChatCompletionContentPartText t) {
+                parts.add(Map.of("type", "text", "text", t.getText()));
+            } else if (given.get(j) instanceof ChatCompletionContentPartImage i) {
+                images.add(ImageInput.ofUrl(i.getImageUrl().getUrl(), at + ".image_url.url"));
+                parts.add(ImageInput.templatePart());
+            } else {
+                throw unsupportedPart(given.get(j), at);
+            }
+        }
+        return parts;
+    }
+
+    private static UnsupportedParameterException unsupportedPart(ChatCompletionContentPart part, String param) {
+        return new UnsupportedParameterException(param, "Content parts of type '" + part.getType() + "' are not supported"
+                + (part instanceof ChatCompletionContentPartImage ? " in this message: images go in user messages." : "."));
+    }
+
     private static String text(MessageContent content, String param) {
         if (content == null) {
             throw new InvalidRequestException(param + ".content", "'content' is required.");
@@ -129,8 +166,7 @@ public final class ChatMessages {
         List<ChatCompletionContentPart> parts = content.parts();
         for (int j = 0; j < parts.size(); j++) {
             if (!(parts.get(j) instanceof ChatCompletionContentPartText t)) {
-                throw new UnsupportedParameterException(param + ".content[" + j + "]", "Content parts of type '" + parts.get(j).getType()
-                        + "' are not supported: this model takes text only.");
+                throw unsupportedPart(parts.get(j), param + ".content[" + j + "]");
             }
             if (out.length() > 0) out.append('\n');
             out.append(t.getText());

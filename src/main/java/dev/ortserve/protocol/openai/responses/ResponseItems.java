@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.wire.model.ResponseCompactionItem;
@@ -13,6 +14,7 @@ import dev.ortserve.wire.model.ResponseCustomToolCallOutputItem;
 import dev.ortserve.wire.model.ResponseContentPart;
 import dev.ortserve.wire.model.ResponseFunctionCallItem;
 import dev.ortserve.wire.model.ResponseFunctionCallOutputItem;
+import dev.ortserve.wire.model.ResponseInputImage;
 import dev.ortserve.wire.model.ResponseInputMessage;
 import dev.ortserve.wire.model.ResponseInputText;
 import dev.ortserve.wire.model.ResponseItemReference;
@@ -170,7 +172,34 @@ final class ResponseItems {
         if (part instanceof ResponseInputText t) return textPart(partType, t.getText());
         if (part instanceof ResponseOutputText t) return textPart(partType, t.getText());
         if (part instanceof ResponseRefusal r) return mapper.createObjectNode().put("type", "refusal").put("refusal", r.getRefusal());
-        throw new UnsupportedParameterException(param, "Content parts of type '" + part.getType() + "' are not supported: this model takes text only.");
+        if (part instanceof ResponseInputImage i && partType.equals("input_text")) {
+            if (i.getFileId() != null) {
+                throw new UnsupportedParameterException(param + ".file_id", "Images by 'file_id' are not supported: this server has no Files API. "
+                        + "Send the image as 'image_url' (a base64 data: URL).");
+            }
+            if (i.getImageUrl() == null) throw new InvalidRequestException(param + ".image_url", "An input_image needs 'image_url'.");
+            ImageInput.ofUrl(i.getImageUrl(), param + ".image_url");
+            ObjectNode node = mapper.createObjectNode().put("type", "input_image").put("image_url", i.getImageUrl());
+            node.put("detail", i.getDetail() == null ? "auto" : i.getDetail().toString());
+            return node;
+        }
+        throw new UnsupportedParameterException(param, "Content parts of type '" + part.getType() + "' are not supported"
+                + (part instanceof ResponseInputImage ? " in this message: images go in user messages." : "."));
+    }
+
+    /**
+     * The images the message items among {@code items} hold, in order; {@code param} names the field they came from
+     * (this request's input, or the conversation it continues).
+     */
+    static List<ImageInput> images(List<? extends JsonNode> items, String param) {
+        List<ImageInput> images = new ArrayList<>();
+        for (JsonNode item : items) {
+            if (!item.path("type").asText("message").equals("message")) continue;
+            for (JsonNode part : item.path("content")) {
+                if (part.path("type").asText().equals("input_image")) images.add(ImageInput.ofUrl(part.path("image_url").asText(), param));
+            }
+        }
+        return images;
     }
 
     private ObjectNode textPart(String type, String text) {
@@ -206,7 +235,7 @@ final class ResponseItems {
                     Map<String, Object> m = new LinkedHashMap<>();
                     String role = item.path("role").asText();
                     m.put("role", role);
-                    m.put("content", text(item.path("content")));
+                    m.put("content", content(item.path("content")));
                     if (role.equals("assistant")) {
                         if (pendingReasoning != null) m.put("reasoning_content", pendingReasoning);
                         pendingReasoning = null;
@@ -263,7 +292,20 @@ final class ResponseItems {
         return out;
     }
 
+    /** A message's content for the template: its text, or its parts in order when it holds an image ({@link ImageInput#templatePart()}). */
+    private static Object content(JsonNode parts) {
+        boolean image = false;
+        for (JsonNode part : parts) image |= part.path("type").asText().equals("input_image");
+        if (!image) return text(parts);
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (JsonNode part : parts) {
+            out.add(part.path("type").asText().equals("input_image") ? ImageInput.templatePart() : Map.of("type", "text", "text", text(part)));
+        }
+        return out;
+    }
+
     private static String text(JsonNode parts) {
+        if (parts.isObject()) return parts.has("text") ? parts.path("text").asText() : parts.path("refusal").asText();
         if (parts.isTextual()) return parts.asText();
         StringBuilder out = new StringBuilder();
         for (JsonNode part : parts) {

@@ -16,6 +16,7 @@ import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.wire.model.ResponseTextFormatJsonSchema;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
@@ -223,7 +224,11 @@ public class ResponsesService {
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
         String forced = choice == ToolChoice.Mode.FUNCTION ? forcedName(requestTools, schemas, req.getToolChoice().functionName()) : null;
         if (hasTools && (choice == ToolChoice.Mode.REQUIRED || choice == ToolChoice.Mode.FUNCTION)) requestTools.checkForcedCall(forced);
-        ChatTurn turn = chatTurns.prepare(served, new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req)));
+        // the images the prompt may show: the conversation's, then this input's
+        List<ImageInput> images = new ArrayList<>();
+        turns.forEach(t -> images.addAll(ResponseItems.images(t, "previous_response_id")));
+        images.addAll(ResponseItems.images(input, "input"));
+        ChatTurn turn = chatTurns.prepare(served, new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req), images));
         OutputParsers parsers = turn.parsers();
 
         ChatPromptRenderer.Prompt prompt = render(served, req, items, turns, input, tools);
