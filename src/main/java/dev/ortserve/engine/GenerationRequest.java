@@ -6,8 +6,14 @@ package dev.ortserve.engine;
  * @param prediction the tokens the output is expected to resemble (OpenAI's Predicted Outputs), drafted for speculative
  *                   decoding; null for none
  * @param adapter    the LoRA adapter it runs with, or null for the base model
+ * @param images     the features its image tokens take (a vision-language model's), or null for none
  */
-public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction, LoraAdapter adapter) {
+public record GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction, LoraAdapter adapter,
+                                PromptImages images) {
+
+    public GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction, LoraAdapter adapter) {
+        this(requestId, promptTokenIds, sampling, prediction, adapter, null);
+    }
 
     public GenerationRequest(String requestId, int[] promptTokenIds, SamplingParams sampling, int[] prediction) {
         this(requestId, promptTokenIds, sampling, prediction, null);

@@ -10,11 +10,18 @@ import java.nio.file.Path;
  *
  * @param rewrites   what the graph rewriter changed on load (empty: the exported graph as it is)
  * @param servedFile the file the session runs: {@code modelFile}, or its rewrite
+ * @param vision     a vision-language model's image encoder (its decoder then takes image features), or null for a text model
  */
 public record LoadedModel(Path directory, Path modelFile, DecoderSpec spec, TextTokenizer tokenizer,
                           OrtEnvironment environment, OrtSession session, String executionProvider,
                           String chatTemplate, java.util.Map<String, String> specialTokens,
-                          java.util.List<String> rewrites, Path servedFile) implements AutoCloseable {
+                          java.util.List<String> rewrites, Path servedFile, VisionEncoder vision) implements AutoCloseable {
+
+    public LoadedModel(Path directory, Path modelFile, DecoderSpec spec, TextTokenizer tokenizer, OrtEnvironment environment, OrtSession session,
+                       String executionProvider, String chatTemplate, java.util.Map<String, String> specialTokens, java.util.List<String> rewrites,
+                       Path servedFile) {
+        this(directory, modelFile, spec, tokenizer, environment, session, executionProvider, chatTemplate, specialTokens, rewrites, servedFile, null);
+    }
 
     /** The head runs on each row's last position only (logits [rows, 1, vocab]). */
     public boolean lastPositionLogits() {
@@ -23,6 +30,7 @@ public record LoadedModel(Path directory, Path modelFile, DecoderSpec spec, Text
 
     @Override
     public void close() {
+        if (vision != null) vision.close();
         try {
             session.close();
         } catch (Exception ignored) {

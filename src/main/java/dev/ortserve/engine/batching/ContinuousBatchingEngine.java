@@ -539,7 +539,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         for (int r = 0; r < group.size(); r++) {
             Sequence s = group.get(r);
             keep[r] = s.length == 0 ? 0 : Math.max(0, s.prompt.length - n);
-            in.add(new ForwardPass.Row(s.prompt, keep[r], s.prompt.length - keep[r], keep[r]));
+            in.add(new ForwardPass.Row(s.prompt, keep[r], s.prompt.length - keep[r], keep[r], s.images));
             pastLength = Math.max(pastLength, keep[r]);
         }
         try (KvRows past = KvRows.gather(spec, model.environment(), group, keep, pastLength)) {
@@ -575,7 +575,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             return;
         }
         PendingKv past = s.pending;
-        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), s.length,
+        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length, s.images)), s.length,
                 past == null ? null : past.keys, past == null ? null : past.values).withAdapter(s.adapter);
         DecoderRunner.Forward out = runner.run(pass);
         steps.incrementAndGet();
@@ -601,7 +601,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (own == null) s.pending = own = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length, s.maxPositions()));
         // a cached prefix was assembled into own buffers of this span (start); a batched prefill finishes its prompts
         if (!own.own()) throw new IllegalStateException("a prefill chunk in place over a past that is not the sequence's own");
-        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length)), own.span - n,
+        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length, s.images)), own.span - n,
                 own.keys, own.values).withPresentInPast().withAdapter(s.adapter);
         try (DecoderRunner.Forward out = runner.run(pass)) {
             steps.incrementAndGet();

@@ -132,7 +132,7 @@ final class Scheduler {
                     // positions batch rows hold too: they stay, whatever is evicted, so they count beside the reservations
                     long pinned = prefix == null ? 0 : prefix.referencedBytes();
                     if (reserved > 0 && prefix != null && reserved + need + pinned <= kvBudgetBytes) {
-                        pinned += prefix.wouldReference(s.prompt, s.adapterKey()); // walked only when it could decide
+                        pinned += prefix.wouldReferenceFrom(s.prompt, s.prefixRoot()); // walked only when it could decide
                     }
                     if (reserved > 0 && reserved + need + pinned > kvBudgetBytes) {
                         kvWaits.incrementAndGet();
@@ -142,7 +142,7 @@ final class Scheduler {
                     kvReserved.addAndGet(need);
                     if (prefix != null) {
                         // its own cached prefix first (referenced: inside its reservation, never evicted for it) ...
-                        s.hold = prefix.lookup(s.prompt, s.adapterKey());
+                        s.hold = prefix.lookupFrom(s.prompt, s.prefixRoot());
                         // ... then room from the least recently used blocks no one references
                         fitBudget();
                     }

@@ -1,5 +1,8 @@
 package dev.ortserve.engine.batching;
 
+import dev.ortserve.engine.PromptImages;
+import dev.ortserve.engine.kv.PrefixCache;
+
 import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.DecoderSpec;
 import dev.ortserve.engine.FinishReason;
@@ -34,6 +37,8 @@ final class Sequence {
     /** The LoRA adapter it runs with, or null (the base model). */
     final dev.ortserve.engine.LoraAdapter adapter;
     final int[] prompt;
+    /** The features of its prompt's image tokens, or null. */
+    final PromptImages images;
     final SamplingParams params;
     final long admittedAt = System.nanoTime();
     private final LoadedModel model;
@@ -95,6 +100,7 @@ final class Sequence {
         this.onLeave = onLeave;
         this.onRetire = onRetire;
         this.prompt = request.promptTokenIds();
+        this.images = request.images();
         this.history = Arrays.copyOf(prompt, prompt.length + 16);
         this.params = request.sampling();
         this.sampler = new TokenSampler(params, spec.eosIds(), spec.vocabSize(), prompt);
@@ -254,8 +260,13 @@ final class Sequence {
         }
     }
 
-    /** Its LoRA adapter's key (0: the base model): the order of the batch's rows and the root of its prefix-cache chain. */
+    /** Its LoRA adapter's key (0: the base model): the order of the batch's rows. */
     int adapterKey() {
         return adapter == null ? 0 : adapter.key();
+    }
+
+    /** The root of its prefix-cache chain: its adapter's, or, with images, one of its images' content and adapter. */
+    long prefixRoot() {
+        return images == null ? PrefixCache.root(adapterKey()) : images.prefixRoot(adapterKey());
     }
 }

@@ -175,7 +175,20 @@ public final class PrefixCache {
      * model) roots the chain, so the adapter's KV and the base model's, which differ for the same tokens, never mix.
      */
     public Hold lookup(int[] prompt, int adapterKey) {
-        Hold hold = new Hold(-(long) adapterKey);
+        return lookupFrom(prompt, root(adapterKey));
+    }
+
+    /** The chain root of the base model's (0) or a LoRA adapter's prompts. */
+    public static long root(int adapterKey) {
+        return -(long) adapterKey;
+    }
+
+    /**
+     * {@link #lookup(int[], int)} from the chain {@code root}: {@link #root(int)}, or another for prompts whose equal token
+     * ids do not mean equal KV (a vision-language prompt's image tokens: {@code PromptImages.prefixRoot}).
+     */
+    public Hold lookupFrom(int[] prompt, long root) {
+        Hold hold = new Hold(root);
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
             Block b = blocks.get(Key.of(hold.lastId(), prompt, j * BLOCK));
             if (b == null) break;
@@ -199,7 +212,12 @@ public final class PrefixCache {
 
     /** {@link #wouldReference(int[])} for a sequence of the LoRA adapter {@code adapterKey} (0: the base model). */
     public long wouldReference(int[] prompt, int adapterKey) {
-        long bytes = 0, parent = -(long) adapterKey;
+        return wouldReferenceFrom(prompt, root(adapterKey));
+    }
+
+    /** {@link #wouldReference(int[], int)} from the chain {@code root} ({@link #lookupFrom}). */
+    public long wouldReferenceFrom(int[] prompt, long root) {
+        long bytes = 0, parent = root;
         for (int j = 0; (j + 1) * BLOCK <= prompt.length; j++) {
             Block b = blocks.get(Key.of(parent, prompt, j * BLOCK));
             if (b == null) break;

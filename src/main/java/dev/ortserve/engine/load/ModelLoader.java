@@ -48,8 +48,11 @@ public final class ModelLoader {
             throw new ModelLoadException("Model directory " + dir + " has no tokenizer.json (the Hugging Face tokenizer is required)");
         }
         boolean genai = Files.isRegularFile(dir.resolve("genai_config.json"));
-        Path onnxFile = genai && modelFile.isEmpty() ? DecoderSpecs.genaiModelFile(dir)
+        Path chosen = genai && modelFile.isEmpty() ? DecoderSpecs.genaiModelFile(dir)
                 : dir.resolve(ModelFiles.chooseOnnx(ModelFiles.list(dir), modelFile, "Model directory " + dir));
+        // a vision-language export: its embedding composed into its decoder, which then loads as any decoder
+        VisionExports.Vision vision = genai ? null : VisionExports.detect(dir, chosen, options);
+        Path onnxFile = vision == null ? chosen : vision.decoder();
         KvAlignment alignment = GraphScan.alignment(onnxFile);
         if (genai) logSharedBuffer(dir, alignment);
         OrtEnvironment env = OrtEnvironment.getEnvironment();
@@ -68,12 +71,13 @@ public final class ModelLoader {
             }
             String template = DecoderSpecs.chatTemplate(dir);
             LOG.infof("Loaded %s model %s: file %s, kv %s (rows aligned at the %s: %s padding), %d layers, %d kv heads x %d, vocab %d, context %d, eos %s, provider %s, rewrites %s, in %d ms",
-                    spec.layout(), dir, dir.relativize(onnxFile), spec.kvType(), spec.alignment().name().toLowerCase(),
+                    spec.layout(), dir, dir.relativize(chosen) + (vision == null ? "" : " (with its embedding; images through " + dir.relativize(vision.encoder()) + ")"),
+                    spec.kvType(), spec.alignment().name().toLowerCase(),
                     spec.alignment() == KvAlignment.START ? "right" : "left", spec.layers(), spec.kvHeads(), spec.headDim(),
                     spec.vocabSize(), spec.maxModelLen(), spec.eosIds(), options.executionProvider(),
                     rewritten.applied().isEmpty() ? "none" : String.join(", ", rewritten.applied()), (System.nanoTime() - start) / 1_000_000);
             return new LoadedModel(dir, onnxFile, spec, tokenizer, env, session, options.executionProvider(), template, DecoderSpecs.specialTokens(dir),
-                    rewritten.applied(), rewritten.file());
+                    rewritten.applied(), rewritten.file(), vision == null ? null : VisionExports.encoder(env, vision, options));
         } catch (RuntimeException e) {
             try {
                 session.close();

@@ -13,6 +13,7 @@ import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtException;
 import ai.onnxruntime.OrtSession;
 import dev.ortserve.engine.rewrite.GraphRewriter;
+import dev.ortserve.engine.rewrite.ImageEmbeddings;
 
 import java.nio.ByteBuffer;
 import java.nio.FloatBuffer;
@@ -86,6 +87,8 @@ public final class OrtDecoderRunner implements DecoderRunner {
     private final Set<String> logitsOnly;
     /** The graph's head reads each row's last column from this input (right-padded graphs rewritten on load). */
     private final boolean lastColumnsInput;
+    /** The graph takes image features for its image tokens (a vision-language model's embedding and decoder, composed on load). */
+    private final boolean imageInputs;
 
     public OrtDecoderRunner(LoadedModel model) {
         this(model.spec(), model.environment(), model.session());
@@ -102,12 +105,15 @@ public final class OrtDecoderRunner implements DecoderRunner {
         this.outputs = new LinkedHashSet<>(spec.outputNames());
         this.logitsOnly = Set.of(spec.logits());
         boolean last;
+        boolean images;
         try {
             last = session.inputNames().contains(GraphRewriter.LAST_COLUMNS_INPUT);
+            images = session.inputNames().contains(ImageEmbeddings.ROWS_INPUT);
         } catch (OrtException e) {
             throw new IllegalStateException("Cannot read the graph's inputs: " + e.getMessage(), e);
         }
         this.lastColumnsInput = last;
+        this.imageInputs = images;
     }
 
     @Override
@@ -129,6 +135,13 @@ public final class OrtDecoderRunner implements DecoderRunner {
                     for (int j = 0; j < m; j++) last[r * m + j] = pass.lastColumns()[r] - m + 1 + j;
                 }
                 put(in, created, GraphRewriter.LAST_COLUMNS_INPUT, OnnxTensor.createTensor(env, longs(last, inputs), new long[] {b, m, 1}));
+            }
+            if (imageInputs) {
+                // features flat (the graph knows its hidden size): a pass without images feeds none
+                ForwardPass.ImageRows images = pass.images();
+                put(in, created, ImageEmbeddings.ROWS_INPUT, OnnxTensor.createTensor(env, longs(images.rows(), inputs), new long[] {images.rows().length, 1}));
+                put(in, created, ImageEmbeddings.FEATURES_INPUT, OnnxTensor.createTensor(env, floats(images.features(), inputs),
+                        new long[] {images.features().length}));
             }
             if (spec.useCacheBranch() != null) {
                 put(in, created, spec.useCacheBranch(), OnnxTensor.createTensor(env, new boolean[] {pass.pastLength() > 0}));
@@ -161,6 +174,14 @@ public final class OrtDecoderRunner implements DecoderRunner {
     private static void put(Map<String, OnnxTensor> in, List<OnnxTensor> created, String name, OnnxTensor t) {
         in.put(name, t);
         created.add(t);
+    }
+
+    private static FloatBuffer floats(float[] values, List<ByteBuffer> allocated) {
+        ByteBuffer bytes = NativeBuffers.allocate((long) values.length * Float.BYTES);
+        allocated.add(bytes);
+        FloatBuffer b = bytes.asFloatBuffer();
+        b.put(values).flip();
+        return b;
     }
 
     private static LongBuffer longs(long[] values, List<ByteBuffer> allocated) {
