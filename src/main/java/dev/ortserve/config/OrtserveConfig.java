@@ -162,6 +162,42 @@ public interface OrtserveConfig {
     @WithDefault("30s")
     Duration streamStallTimeout();
 
+    /** Image input, for vision-language models (a text model refuses images whatever these say). */
+    Images images();
+
+    interface Images {
+        /** Images one request may hold (its conversation's included). */
+        @WithDefault("8")
+        int maxPerRequest();
+
+        /** Bytes one image may have, inline or fetched. */
+        @WithDefault("20M")
+        MemorySize maxBytes();
+
+        /** Pixels one image may have (width x height, read from its header before it is decoded: a decompression bomb is refused unread). */
+        @WithDefault("25000000")
+        long maxPixels();
+
+        /** http(s) image URLs: off unless enabled. */
+        Fetch fetch();
+
+        interface Fetch {
+            /** Fetch http(s) image URLs (data: URLs are always read). */
+            @WithDefault("false")
+            boolean enabled();
+
+            /**
+             * The hosts fetched from ({@code example.com}, {@code *.example.com}); unset: any public host. Addresses inside the
+             * network (loopback, private, link-local) are fetched only from hosts named here exactly.
+             */
+            java.util.Optional<java.util.List<String>> allowedHosts();
+
+            /** The most one fetch may take, redirects included. */
+            @WithDefault("10s")
+            Duration timeout();
+        }
+    }
+
     /** The Responses API's WebSocket mode ({@code ws://HOST/v1/responses}). */
     Websocket websocket();
 

@@ -21,17 +21,18 @@ import dev.ortserve.service.structured.StructuredOutputs;
  * @param unloaded   adapters unloaded at runtime: requests admitted before may still run with them, so they close with it
  * @param adapter    the adapter a request named (this value is then that adapter's view: its id the adapter's), or null
  * @param parent     the base model's id when this is an adapter's view, else null
+ * @param vision     its image side (a vision-language model's), or null for a model that takes text only
  */
 public record ServedModel(String id, String source, LoadedModel model, GenerationEngine engine, ChatPromptRenderer chatPrompts,
                           ParserSelection parsers, long createdAt, MemoryBudget memory, StructuredOutputs structured,
                           java.util.Map<String, dev.ortserve.engine.LoraAdapter> adapters, java.util.List<dev.ortserve.engine.LoraAdapter> unloaded,
-                          dev.ortserve.engine.LoraAdapter adapter, String parent) {
+                          dev.ortserve.engine.LoraAdapter adapter, String parent, VisionInput vision) {
 
     /** The model as a request naming its adapter {@code name} sees it: the same model and engine, its sequences run with the adapter. */
     public ServedModel withAdapter(String name) {
         dev.ortserve.engine.LoraAdapter a = adapters.get(name);
         if (a == null) throw new IllegalArgumentException("no adapter " + name + " on " + id);
-        return new ServedModel(name, source, model, engine, chatPrompts, parsers, createdAt, memory, structured, adapters, unloaded, a, id);
+        return new ServedModel(name, source, model, engine, chatPrompts, parsers, createdAt, memory, structured, adapters, unloaded, a, id, vision);
     }
 
     /** Closes its adapters (its engine first, then these, then the model). */
@@ -60,12 +61,9 @@ public record ServedModel(String id, String source, LoadedModel model, Generatio
         return model.tokenizer().encode(text, false);
     }
 
-    /**
-     * Whether the model reads images. The engine runs text decoders only so far: every model takes
-     * text only, and image parts are refused naming it (issue 50 brings vision encoders).
-     */
+    /** Whether the model reads images (a vision-language export); others refuse image parts, naming the model. */
     public boolean takesImages() {
-        return false;
+        return vision != null;
     }
 
     /** The reasoning parser (configured or detected), or null. */

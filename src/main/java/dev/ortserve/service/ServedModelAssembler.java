@@ -83,6 +83,7 @@ final class ServedModelAssembler {
             for (ModelEntry.Adapter a : entry.adapters()) adapters.put(a.id(), LoraAdapters.load(model, a.id(), a.path(), config.modelCacheDir()));
             MemoryBudget budget = memoryBudget(entry.id(), model, configured, otherKv, otherWorking);
             EngineOptions options = configured.withKvCacheBytes(budget.kv());
+            VisionInput vision = VisionInput.of(model, config.images()); // a vision export whose processor is unknown fails here, before its engine
             String template = chatTemplate(model, entry);
             ChatPromptRenderer chatPrompts = new ChatPromptRenderer(model, template, Clock.systemUTC(),
                     new dev.ortserve.jinja.Template.Limits(config.chatTemplateTimeout(), config.chatTemplateMaxChars()));
@@ -103,7 +104,7 @@ final class ServedModelAssembler {
             if (!adapters.isEmpty()) LOG.infof("Model '%s' adapters: %s", entry.id(), String.join(", ", adapters.keySet()));
             return new ServedModel(entry.id(), source, model, engine, chatPrompts, parsers, Instant.now().getEpochSecond(), budget,
                     new StructuredOutputs(model), new java.util.concurrent.ConcurrentHashMap<>(adapters), new java.util.concurrent.CopyOnWriteArrayList<>(),
-                    null, null);
+                    null, null, vision);
         } catch (RuntimeException e) {
             if (draft != null) draft.close();
             adapters.values().forEach(LoraAdapter::close);

@@ -47,7 +47,9 @@ public class StartupSummary {
             return;
         }
         LoadedModel model = served.model();
-        String file = model.directory().relativize(model.modelFile()).toString().replace('\\', '/');
+        // a vision-language export serves its decoder composed with its embedding, in the rewrite cache
+        String file = model.modelFile().startsWith(model.directory()) ? model.directory().relativize(model.modelFile()).toString().replace('\\', '/')
+                : model.modelFile().toString();
         LOG.infof("Serving '%s' from %s: %s layout, %s (%s, KV %s), tool calls %s, reasoning %s, %s with %d threads (%s); "
                         + "embeddings '%s'; store %s; listening on http://%s:%s",
                 served.id(), served.source(), model.spec().layout().name().toLowerCase(Locale.ROOT), file,

@@ -18,7 +18,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-class ImageDecoderTest {
+public class ImageDecoderTest {
 
     private final ImageDecoder decoder = new ImageDecoder(25_000_000);
 
@@ -121,7 +121,7 @@ class ImageDecoderTest {
     }
 
     /** A PNG's signature and IHDR for {@code width} x {@code height} RGB, then one empty IDAT and IEND. */
-    static byte[] pngHeaderOnly(int width, int height) {
+    public static byte[] pngHeaderOnly(int width, int height) {
         try {
             ByteArrayOutputStream bytes = new ByteArrayOutputStream();
             DataOutputStream out = new DataOutputStream(bytes);

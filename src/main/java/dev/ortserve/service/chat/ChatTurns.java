@@ -1,7 +1,11 @@
 package dev.ortserve.service.chat;
 
 import dev.ortserve.engine.TokenConstraint;
+import dev.ortserve.engine.PromptImages;
+import dev.ortserve.image.PixelValues;
 import dev.ortserve.service.ImageInput;
+import dev.ortserve.service.OffIoThread;
+import dev.ortserve.service.VisionInput;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -13,6 +17,7 @@ import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
 
+import java.util.List;
 import java.util.function.Function;
 
 /**
@@ -29,12 +34,50 @@ public class ChatTurns {
      */
     public Uni<StartedTurn> start(ChatTurn turn, ChatPromptRenderer.Request prompt, Function<ChatPromptRenderer.Prompt, SamplingRequest.Builder> sampling,
                                   int n, String promptParam) {
-        return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
+        if (turn.images().isEmpty()) {
+            return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
+        }
+        // images are read, decoded, preprocessed and encoded on a worker thread, the template rendered there with them
+        return OffIoThread.run(() -> {
+            WithImages expanded = withImages(turn, turn.served().chatPrompts().render(prompt), promptParam);
+            return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling.apply(expanded.prompt()), n,
+                    promptParam));
+        });
     }
 
-    /** {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses: truncation). */
+    /**
+     * {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses:
+     * truncation); blocking when the turn has images (the caller is off the event loop then).
+     */
     public StartedTurn start(ChatTurn turn, ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
-        return new StartedTurn(turn, prompt, turn.call(prompt, sampling, n, promptParam));
+        WithImages expanded = withImages(turn, prompt, promptParam);
+        return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling, n, promptParam));
+    }
+
+    /**
+     * How many tokens {@link #start} would give the prompt, its images' tokens counted (Messages' count_tokens): the
+     * images read and preprocessed (not encoded) on a worker thread.
+     */
+    public Uni<Integer> promptTokens(ChatTurn turn, ChatPromptRenderer.Request prompt, String promptParam) {
+        if (turn.images().isEmpty()) return turn.served().chatPrompts().renderOffIoThread(prompt).map(p -> p.tokenIds().length);
+        return OffIoThread.run(() -> {
+            VisionInput vision = turn.served().vision();
+            String text = vision.expand(turn.served().chatPrompts().render(prompt).text(), vision.prepare(turn.images()), promptParam);
+            return turn.served().model().tokenizer().encode(text, false).length;
+        });
+    }
+
+    /** A prompt with its images' tokens in place of their placeholders, and the features those tokens take (null: no images). */
+    private record WithImages(ChatPromptRenderer.Prompt prompt, PromptImages images) {
+    }
+
+    private static WithImages withImages(ChatTurn turn, ChatPromptRenderer.Prompt rendered, String promptParam) {
+        if (turn.images().isEmpty()) return new WithImages(rendered, null);
+        VisionInput vision = turn.served().vision();
+        List<PixelValues> images = vision.prepare(turn.images());
+        String text = vision.expand(rendered.text(), images, promptParam);
+        int[] ids = turn.served().model().tokenizer().encode(text, false);
+        return new WithImages(new ChatPromptRenderer.Prompt(text, ids), vision.encode(ids, images));
     }
 
     /** The turn {@code request} asks of {@code served} (the model the request resolved). */
@@ -51,7 +94,7 @@ public class ChatTurns {
         // under a grammar the output is the JSON (or the call) itself: no reasoning block to split off
         OutputParsers parsers = new OutputParsers(constraint == null ? served.reasoningParser() : null, !parseTools ? null
                 : request.forcedCall() ? Parsers.forcedCalls(served.toolCallParser()) : served.toolCallParser(), request.toolSchemas());
-        return new ChatTurn(parsers, constraint, served);
+        return new ChatTurn(parsers, constraint, served, request.images());
     }
 
     /**

@@ -22,7 +22,12 @@ public record CompletionCall(List<Prompt> prompts, int n, SamplingParams samplin
         return new CompletionCall(prompts, n, sampling, echo, maxTokensGiven, tokens);
     }
 
-    public record Prompt(int[] tokenIds, String text) {
+    /** @param images the features of its image tokens (a vision-language model's prompt), or null */
+    public record Prompt(int[] tokenIds, String text, dev.ortserve.engine.PromptImages images) {
+
+        public Prompt(int[] tokenIds, String text) {
+            this(tokenIds, text, null);
+        }
     }
 
     /** The sampling values a response object reports back to the client. */

@@ -42,7 +42,7 @@ public class CompletionService {
                     sampling = sampling.withSeed(sampling.seed() + index);
                 }
                 requests.add(new GenerationRequest(base + "-" + index, call.prompts().get(p).tokenIds(), sampling, call.prediction(),
-                        served.adapter()));
+                        served.adapter(), call.prompts().get(p).images()));
             }
         }
         List<Multi<TokenEvent>> streams;

@@ -140,12 +140,7 @@ public final class ChatPromptRenderer {
      */
     public io.smallrye.mutiny.Uni<Prompt> renderOffIoThread(Request r) {
         if (r.requestTemplate() == null) return io.smallrye.mutiny.Uni.createFrom().item(render(r));
-        io.smallrye.mutiny.Uni<Prompt> rendered = io.smallrye.mutiny.Uni.createFrom().item(() -> render(r))
-                .runSubscriptionOn(io.smallrye.mutiny.infrastructure.Infrastructure.getDefaultWorkerPool());
-        // back on the request's Vert.x context afterwards, so that what follows (the request id in its log lines,
-        // the access log's record) sees the request as on the fast path
-        io.vertx.core.Context context = io.vertx.core.Vertx.currentContext();
-        return context == null ? rendered : rendered.emitOn(task -> context.runOnContext(v -> task.run()));
+        return dev.ortserve.service.OffIoThread.run(() -> render(r));
     }
 
     @SuppressWarnings("unchecked")

@@ -132,8 +132,7 @@ public class MessagesProtocol {
         host.requireModel(req.getModel());
         return host.using(req.getModel(), served -> {
             Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
-            return served.chatPrompts().renderOffIoThread(c.prompt())
-                    .map(prompt -> new AnthropicCountTokensResponse().inputTokens(prompt.tokenIds().length));
+            return turns.promptTokens(c.turn(), c.prompt(), "messages").map(tokens -> new AnthropicCountTokensResponse().inputTokens(tokens));
         });
     }
 

@@ -16,6 +16,7 @@ import dev.ortserve.service.responses.BackgroundRuns;
 import dev.ortserve.wire.model.ResponseTextFormatJsonSchema;
 import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
+import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.GenerationModelHost;
@@ -110,16 +111,21 @@ public class ResponsesService {
 
     private Uni<ResponseRun> start(ServedModel served, CreateResponseRequest req, String owner, ConnectionTurns local, boolean generate) {
         String previous = req.getPreviousResponseId();
-        if (previous == null) return Uni.createFrom().item(() -> admit(served, req, owner, null, generate));
+        if (previous == null) return admitted(served, () -> admit(served, req, owner, null, generate));
         Conversation held = local == null ? null : local.get(previous);
-        if (held != null) return Uni.createFrom().item(() -> admit(served, req, owner, held, generate).continuing(held));
-        return conversations.chain(previous, owner).map(conversation -> {
+        if (held != null) return admitted(served, () -> admit(served, req, owner, held, generate).continuing(held));
+        return conversations.chain(previous, owner).flatMap(conversation -> {
             if (conversation == null) {
                 throw new NotFoundException("Previous response with id '" + previous + "' not found.", "previous_response_id",
                         "previous_response_not_found");
             }
-            return admit(served, req, owner, conversation, generate).continuing(conversation);
+            return admitted(served, () -> admit(served, req, owner, conversation, generate).continuing(conversation));
         });
+    }
+
+    /** A model that reads images admits on a worker thread (a turn's images are read, decoded and encoded as it starts). */
+    private static Uni<ResponseRun> admitted(ServedModel served, java.util.function.Supplier<ResponseRun> admit) {
+        return served.takesImages() ? dev.ortserve.service.OffIoThread.run(admit) : Uni.createFrom().item(admit);
     }
 
     private void checkRequest(CreateResponseRequest req) {
@@ -237,9 +243,10 @@ public class ResponsesService {
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        CompletionCall call = chatTurns.start(turn, prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+        StartedTurn started = chatTurns.start(turn, prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
-                .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input").call();
+                .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
+        CompletionCall call = started.call();
         CompletionCall.Reported sampling = call.reported();
         ResponseDraft draft = new ResponseDraft(mapper, id, createdAt, served.id(), req, storeIt, new ResponseDraft.Sampling(
                 sampling.temperature(), sampling.topP(), sampling.presencePenalty(), sampling.frequencyPenalty()), logprobs);
@@ -249,7 +256,7 @@ public class ResponsesService {
         }
         // admission is the last step: a request refused above never reaches the engine
         var events = completions.stream(served, call);
-        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, conversations, owner, inputArray, served::countTokens, prompt.tokenIds().length);
+        ResponseRun run = new ResponseRun(draft, events, parsers, mapper, conversations, owner, inputArray, served::countTokens, started.prompt().tokenIds().length);
         return generate ? run : run.warmUp();
     }
 

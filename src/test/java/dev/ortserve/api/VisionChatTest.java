@@ -1,0 +1,185 @@
+package dev.ortserve.api;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.ortserve.ApiTest;
+import dev.ortserve.engine.TextTokenizer;
+import io.quarkus.test.junit.QuarkusTest;
+import io.quarkus.test.junit.QuarkusTestProfile;
+import io.quarkus.test.junit.TestProfile;
+import io.restassured.response.ValidatableResponse;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Base64;
+import java.util.List;
+import java.util.Map;
+
+import static io.restassured.RestAssured.given;
+import static org.hamcrest.Matchers.containsString;
+import static org.hamcrest.Matchers.equalTo;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * Images end to end on every protocol, served by a SmolVLM (Idefics3) export in the onnx-community layout with random
+ * weights (fixtures/smolvlm-tiny): chat completions (streamed and not), Responses and Messages answer an image with the
+ * greedy tokens transformers' {@code generate} gives for the same image and prompt (references.json), and bad images
+ * get a 400 naming the field, with nothing else affected.
+ */
+@QuarkusTest
+@TestProfile(VisionChatTest.Profile.class)
+class VisionChatTest extends ApiTest {
+
+    public static class Profile implements QuarkusTestProfile {
+        @Override
+        public Map<String, String> getConfigOverrides() {
+            return Map.of("ortserve.model-path", "src/test/resources/fixtures/smolvlm-tiny", "ortserve.model-name", "smolvlm",
+                    "ortserve.images.max-per-request", "2");
+        }
+
+        @Override
+        public boolean disableGlobalTestResources() {
+            return true;
+        }
+    }
+
+    private static final Path DIR = Path.of("src/test/resources/fixtures/smolvlm-tiny");
+    private static final Path IMAGES = Path.of("src/test/resources/fixtures/images");
+    private static JsonNode reference;
+    private static TextTokenizer tokenizer;
+
+    @BeforeAll
+    static void read() throws Exception {
+        reference = new ObjectMapper().readTree(DIR.resolve("references.json").toFile());
+        tokenizer = TextTokenizer.load(DIR.resolve("tokenizer.json"));
+    }
+
+    @AfterAll
+    static void close() {
+        tokenizer.close();
+    }
+
+    private static JsonNode refCase(String name) {
+        for (JsonNode c : reference.path("cases")) if (c.path("name").asText().equals(name)) return c;
+        throw new IllegalArgumentException(name);
+    }
+
+    /** What transformers generated for the case, as this server's text (special tokens kept). */
+    private static String expected(JsonNode c) {
+        int[] ids = new int[c.path("greedy_ids").size()];
+        for (int i = 0; i < ids.length; i++) ids[i] = c.path("greedy_ids").get(i).asInt();
+        return tokenizer.decode(ids, false);
+    }
+
+    private static String dataUrl(String file, String type) throws Exception {
+        return "data:" + type + ";base64," + Base64.getEncoder().encodeToString(Files.readAllBytes(IMAGES.resolve(file)));
+    }
+
+    private static String imagePart(String url) {
+        return "{\"type\":\"image_url\",\"image_url\":{\"url\":\"" + url + "\"}}";
+    }
+
+    private static String chat(String parts, String extra) {
+        return "{\"model\":\"smolvlm\",\"max_tokens\":16,\"temperature\":0,\"skip_special_tokens\":false" + extra
+                + ",\"messages\":[{\"role\":\"user\",\"content\":[" + parts + "]}]}";
+    }
+
+    @Test
+    void theModelSaysItTakesImages() {
+        given().get("/v1/models/smolvlm").then().statusCode(200).body("input_modalities", equalTo(List.of("text", "image")));
+    }
+
+    @Test
+    void chatCompletionsAnswerAnImageAsTransformersDoes() throws Exception {
+        JsonNode png = refCase("png_one_image");
+        String body = chat(imagePart(dataUrl("b_grad_200x120.png", "image/png")) + ",{\"type\":\"text\",\"text\":\"What is in this image?\"}", "");
+        json().body(body).post("/v1/chat/completions").then().statusCode(200)
+                .body("choices[0].message.content", equalTo(expected(png)))
+                .body("usage.prompt_tokens", equalTo(png.path("input_ids").size()));
+        // streamed: the same text, chunk by chunk
+        String sse = json().body(body.replace("\"max_tokens\":16", "\"max_tokens\":16,\"stream\":true")).post("/v1/chat/completions")
+                .then().statusCode(200).extract().asString();
+        StringBuilder text = new StringBuilder();
+        for (String line : sse.split("\n")) {
+            if (!line.startsWith("data: {")) continue;
+            JsonNode chunk = new ObjectMapper().readTree(line.substring(6));
+            JsonNode content = chunk.path("choices").path(0).path("delta").path("content");
+            if (content.isTextual()) text.append(content.asText());
+        }
+        assertEquals(expected(png), text.toString());
+        // two images in one message, the first a JPEG-free random PNG: the frames of both, in order
+        JsonNode two = refCase("two_images");
+        json().body(chat(imagePart(dataUrl("a_rand_37x23.png", "image/png")) + "," + imagePart(dataUrl("b_grad_200x120.png", "image/png"))
+                        + ",{\"type\":\"text\",\"text\":" + new ObjectMapper().writeValueAsString(userText(two)) + "}", ""))
+                .post("/v1/chat/completions").then().statusCode(200).body("choices[0].message.content", equalTo(expected(two)));
+    }
+
+    @Test
+    void responsesAndMessagesAnswerTheSameImageTheSameWay() throws Exception {
+        JsonNode jpeg = refCase("jpeg_one_image");
+        String url = dataUrl("e_jpeg_64x48.jpg", "image/jpeg");
+        String question = new ObjectMapper().writeValueAsString(userText(jpeg));
+        String expected = expected(jpeg).replace("<end_of_utterance>", "");
+        ValidatableResponse responses = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":16,\"temperature\":0,\"input\":[{\"role\":\"user\","
+                + "\"content\":[{\"type\":\"input_image\",\"image_url\":\"" + url + "\"},{\"type\":\"input_text\",\"text\":" + question + "}]}]}")
+                .post("/v1/responses").then().statusCode(200).body("usage.input_tokens", equalTo(jpeg.path("input_ids").size()));
+        String out = responses.extract().path("output.find { it.type == 'message' }.content[0].text");
+        assertEquals(tokenizer.decode(ids(jpeg), true), out);
+        String data = url.substring(url.indexOf(',') + 1);
+        io.restassured.path.json.JsonPath message = json().body("{\"model\":\"smolvlm\",\"max_tokens\":16,\"temperature\":0,\"messages\":[{\"role\":\"user\",\"content\":["
+                        + "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/jpeg\",\"data\":\"" + data + "\"}},"
+                        + "{\"type\":\"text\",\"text\":" + question + "}]}]}")
+                .post("/v1/messages").then().statusCode(200).body("content[0].text", equalTo(tokenizer.decode(ids(jpeg), true)))
+                .body("stop_reason", equalTo("end_turn"))
+                // the same image and prompt as the Responses turn just before: its prefix is read from the cache (Anthropic counts it apart)
+                .body("usage.cache_read_input_tokens", org.hamcrest.Matchers.greaterThan(0)).extract().jsonPath();
+        assertEquals(jpeg.path("input_ids").size(), message.getInt("usage.input_tokens") + message.getInt("usage.cache_read_input_tokens"));
+        // count_tokens counts the image's tokens as /v1/messages runs them
+        json().body("{\"model\":\"smolvlm\",\"messages\":[{\"role\":\"user\",\"content\":["
+                        + "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/jpeg\",\"data\":\"" + data + "\"}},"
+                        + "{\"type\":\"text\",\"text\":" + question + "}]}]}")
+                .post("/v1/messages/count_tokens").then().statusCode(200).body("input_tokens", equalTo(jpeg.path("input_ids").size()));
+        assertTrue(expected.length() > 0);
+    }
+
+    @Test
+    void badImagesAreRefusedNamingTheirFieldAndNothingElseIsAffected() throws Exception {
+        String text = ",{\"type\":\"text\",\"text\":\"What is in this image?\"}";
+        byte[] png = Files.readAllBytes(IMAGES.resolve("b_grad_200x120.png"));
+        String truncated = "data:image/png;base64," + Base64.getEncoder().encodeToString(java.util.Arrays.copyOf(png, png.length / 3));
+        refused(chat(imagePart(truncated) + text, ""), "messages[0].content[0].image_url.url", "corrupt or truncated");
+        String bomb = "data:image/png;base64," + Base64.getEncoder().encodeToString(dev.ortserve.image.ImageDecoderTest.pngHeaderOnly(20_000, 20_000));
+        refused(chat(imagePart(bomb) + text, ""), "messages[0].content[0].image_url.url", "20000 x 20000 pixels");
+        refused(chat(imagePart("data:image/png;base64," + Base64.getEncoder().encodeToString("%PDF-1.4 a document".getBytes())) + text, ""),
+                "messages[0].content[0].image_url.url", "not in a format this server reads");
+        refused(chat(imagePart("http://127.0.0.1:1/a.png") + text, ""), "messages[0].content[0].image_url.url", "does not fetch image URLs");
+        String one = imagePart(dataUrl("a_rand_37x23.png", "image/png"));
+        refused(chat(one + "," + one + "," + one + text, ""), "messages[0].content[2].image_url.url", "at most 2");
+        // the server still answers text and images after all that
+        json().body("{\"model\":\"smolvlm\",\"max_tokens\":4,\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}").post("/v1/chat/completions")
+                .then().statusCode(200);
+        json().body(chat(one + text, "")).post("/v1/chat/completions").then().statusCode(200);
+    }
+
+    private static void refused(String body, String param, String says) {
+        json().body(body).post("/v1/chat/completions").then().statusCode(400).body("error.param", equalTo(param))
+                .body("error.type", equalTo("invalid_request_error")).body("error.message", containsString(says));
+    }
+
+    private static String userText(JsonNode c) {
+        for (JsonNode part : c.path("messages").get(0).path("content")) if (part.path("type").asText().equals("text")) return part.path("text").asText();
+        throw new IllegalArgumentException("no text");
+    }
+
+    private static int[] ids(JsonNode c) {
+        int n = c.path("greedy_ids").size();
+        int eos = reference.path("eos_token_id").asInt();
+        java.util.List<Integer> out = new java.util.ArrayList<>();
+        for (int i = 0; i < n; i++) if (c.path("greedy_ids").get(i).asInt() != eos) out.add(c.path("greedy_ids").get(i).asInt());
+        return out.stream().mapToInt(Integer::intValue).toArray();
+    }
+}
