@@ -37,8 +37,9 @@ class VisionChatTest extends ApiTest {
     public static class Profile implements QuarkusTestProfile {
         @Override
         public Map<String, String> getConfigOverrides() {
+            // fetching on, from the loopback address only (named: an address inside the network is never fetched otherwise)
             return Map.of("ortserve.model-path", "src/test/resources/fixtures/smolvlm-tiny", "ortserve.model-name", "smolvlm",
-                    "ortserve.images.max-per-request", "2");
+                    "ortserve.images.max-per-request", "2", "ortserve.images.fetch.enabled", "true", "ortserve.images.fetch.allowed-hosts", "127.0.0.1");
         }
 
         @Override
@@ -87,6 +88,83 @@ class VisionChatTest extends ApiTest {
         return "{\"model\":\"smolvlm\",\"max_tokens\":16,\"temperature\":0,\"skip_special_tokens\":false" + extra
                 + ",\"messages\":[{\"role\":\"user\",\"content\":[" + parts + "]}]}";
     }
+
+    private static com.sun.net.httpserver.HttpServer images;
+
+    @BeforeAll
+    static void serveImages() throws Exception {
+        images = com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress(java.net.InetAddress.getLoopbackAddress(), 0), 0);
+        byte[] png = Files.readAllBytes(IMAGES.resolve("b_grad_200x120.png"));
+        images.createContext("/b.png", x -> {
+            x.getResponseHeaders().add("Content-Type", "image/png");
+            x.sendResponseHeaders(200, png.length);
+            try (java.io.OutputStream out = x.getResponseBody()) {
+                out.write(png);
+            }
+        });
+        images.start();
+    }
+
+    @AfterAll
+    static void stopImages() {
+        images.stop(0);
+    }
+
+    @Test
+    void anImageUrlIsFetchedFromAnAllowedHostAndAnsweredAsInline() {
+        JsonNode png = refCase("png_one_image");
+        json().body(chat(imagePart("http://127.0.0.1:" + images.getAddress().getPort() + "/b.png") + ",{\"type\":\"text\",\"text\":\"What is in this image?\"}", ""))
+                .post("/v1/chat/completions").then().statusCode(200).body("choices[0].message.content", equalTo(expected(png)));
+    }
+
+    @Test
+    void openResponsesImageInput() throws Exception {
+        // the Open Responses compliance suite's image-input test: a message item with an input_image (a data URL) and input_text, no
+        // max_output_tokens, answered with a completed response holding a message (random weights: the JPEG case is the one whose
+        // greedy answer ends at the end-of-utterance token)
+        ValidatableResponse r = json().body("{\"model\":\"smolvlm\",\"temperature\":0,\"input\":[{\"type\":\"message\",\"role\":\"user\","
+                        + "\"content\":[{\"type\":\"input_image\",\"image_url\":\"" + dataUrl("e_jpeg_64x48.jpg", "image/jpeg") + "\"},"
+                        + "{\"type\":\"input_text\",\"text\":\"Describe this image.\"}]}]}")
+                .post("/v1/responses").then().statusCode(200).body("status", equalTo("completed")).body("object", equalTo("response"));
+        assertTrue(r.extract().jsonPath().getList("output.type").contains("message"));
+    }
+
+    @Test
+    void theOpenAiAndAnthropicSdksSendImages() throws Exception {
+        JsonNode png = refCase("png_one_image");
+        com.openai.client.OpenAIClient openai = com.openai.client.okhttp.OpenAIOkHttpClient.builder().baseUrl(contractChecked(base) + "/v1")
+                .apiKey("unused").maxRetries(0).responseValidation(true).build();
+        com.openai.models.chat.completions.ChatCompletion completion = openai.chat().completions().create(
+                com.openai.models.chat.completions.ChatCompletionCreateParams.builder().model("smolvlm").maxCompletionTokens(16).temperature(0.0)
+                        .putAdditionalBodyProperty("skip_special_tokens", com.openai.core.JsonValue.from(false))
+                        .addUserMessageOfArrayOfContentParts(List.of(
+                                com.openai.models.chat.completions.ChatCompletionContentPart.ofImageUrl(
+                                        com.openai.models.chat.completions.ChatCompletionContentPartImage.builder().imageUrl(
+                                                com.openai.models.chat.completions.ChatCompletionContentPartImage.ImageUrl.builder()
+                                                        .url(dataUrl("b_grad_200x120.png", "image/png")).build()).build()),
+                                com.openai.models.chat.completions.ChatCompletionContentPart.ofText(
+                                        com.openai.models.chat.completions.ChatCompletionContentPartText.builder().text("What is in this image?").build())))
+                        .build());
+        assertEquals(expected(png), completion.choices().get(0).message().content().orElseThrow());
+
+        JsonNode jpeg = refCase("jpeg_one_image");
+        String data = Base64.getEncoder().encodeToString(Files.readAllBytes(IMAGES.resolve("e_jpeg_64x48.jpg")));
+        com.anthropic.client.AnthropicClient anthropic = com.anthropic.client.okhttp.AnthropicOkHttpClient.builder().baseUrl(contractChecked(base))
+                .apiKey("unused").maxRetries(0).responseValidation(true).build();
+        com.anthropic.models.messages.Message message = anthropic.messages().create(com.anthropic.models.messages.MessageCreateParams.builder()
+                .model("smolvlm").maxTokens(16).putAdditionalBodyProperty("temperature", com.anthropic.core.JsonValue.from(0.0))
+                .addUserMessageOfContentBlockParams(List.of(
+                        com.anthropic.models.messages.ContentBlockParam.ofImage(com.anthropic.models.messages.ImageBlockParam.builder()
+                                .source(com.anthropic.models.messages.Base64ImageSource.builder().data(data)
+                                        .mediaType(com.anthropic.models.messages.Base64ImageSource.MediaType.IMAGE_JPEG).build()).build()),
+                        com.anthropic.models.messages.ContentBlockParam.ofText(com.anthropic.models.messages.TextBlockParam.builder()
+                                .text(userText(jpeg)).build())))
+                .build());
+        assertEquals(tokenizer.decode(ids(jpeg), true), message.content().get(0).asText().text());
+    }
+
+    @io.quarkus.test.common.http.TestHTTPResource
+    java.net.URL base;
 
     @Test
     void theModelSaysItTakesImages() {
@@ -156,7 +234,9 @@ class VisionChatTest extends ApiTest {
         refused(chat(imagePart(bomb) + text, ""), "messages[0].content[0].image_url.url", "20000 x 20000 pixels");
         refused(chat(imagePart("data:image/png;base64," + Base64.getEncoder().encodeToString("%PDF-1.4 a document".getBytes())) + text, ""),
                 "messages[0].content[0].image_url.url", "not in a format this server reads");
-        refused(chat(imagePart("http://127.0.0.1:1/a.png") + text, ""), "messages[0].content[0].image_url.url", "does not fetch image URLs");
+        refused(chat(imagePart("http://localhost:1/a.png") + text, ""), "messages[0].content[0].image_url.url", "only from the hosts it allows");
+        refused(chat(imagePart("http://127.0.0.1:" + images.getAddress().getPort() + "/missing.png") + text, ""), "messages[0].content[0].image_url.url",
+                "HTTP 404");
         String one = imagePart(dataUrl("a_rand_37x23.png", "image/png"));
         refused(chat(one + "," + one + "," + one + text, ""), "messages[0].content[2].image_url.url", "at most 2");
         // the server still answers text and images after all that
