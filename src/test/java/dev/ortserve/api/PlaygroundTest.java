@@ -29,8 +29,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The playground at / in headless Chromium (Debian's chromium and chromium-driver, which .ci/run
- * installs): the model list loads, a typed message streams an answer in, and a screenshot is
- * saved to target/playground.png.
+ * installs): the model list loads, a typed message streams an answer in, an attached image goes with the next message
+ * (refused by this text model, which the page shows), and a screenshot is saved to target/playground.png.
  */
 @QuarkusTest
 class PlaygroundTest extends ApiTest {
@@ -62,6 +62,15 @@ class PlaygroundTest extends ApiTest {
             String request = driver.findElement(By.id("request")).getText();
             assertTrue(request.contains("\"stream\": true") && request.contains("Hello playground"), request);
             assertTrue(driver.findElement(By.id("response")).getText().contains("chat.completion.chunk"));
+            // an image goes with the next message as a data: URL part; this text model refuses it, naming itself, and the page says so
+            driver.findElement(By.id("image")).sendKeys(Path.of("src/test/resources/fixtures/images/b_grad_200x120.png").toAbsolutePath().toString());
+            driver.findElement(By.id("input")).sendKeys("What is in this image?");
+            driver.findElement(By.id("send")).click();
+            WebElement refused = wait.until(d -> d.findElements(By.cssSelector(".msg.error")).stream().findFirst().orElse(null));
+            assertTrue(refused.getText().contains("'" + MODEL + "' takes text only"), refused.getText());
+            assertTrue(driver.findElement(By.cssSelector(".msg.user img")).getAttribute("src").startsWith("data:image/png;base64,"));
+            String imageRequest = driver.findElement(By.id("request")).getText();
+            assertTrue(imageRequest.contains("\"image_url\"") && imageRequest.contains("data:image/png;base64,"), imageRequest);
             File shot = ((TakesScreenshot) driver).getScreenshotAs(OutputType.FILE);
             Files.copy(shot.toPath(), Path.of("target", "playground.png"), StandardCopyOption.REPLACE_EXISTING);
         } finally {
