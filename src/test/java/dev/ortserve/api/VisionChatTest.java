@@ -118,6 +118,39 @@ class VisionChatTest extends ApiTest {
     }
 
     @Test
+    void anImageInAnEarlierTurnIsShownAgainOnEveryProtocol() throws Exception {
+        JsonNode twoTurns = refCase("two_turns");
+        String url = dataUrl("b_grad_200x120.png", "image/png");
+        String answer = "A gradient with red, green and blue stripes.";
+        json().body("{\"model\":\"smolvlm\",\"max_tokens\":16,\"temperature\":0,\"skip_special_tokens\":false,\"messages\":["
+                        + "{\"role\":\"user\",\"content\":[" + imagePart(url) + ",{\"type\":\"text\",\"text\":\"What is in this image?\"}]},"
+                        + "{\"role\":\"assistant\",\"content\":\"" + answer + "\"},{\"role\":\"user\",\"content\":\"What colour is it mostly?\"}]}")
+                .post("/v1/chat/completions").then().statusCode(200).body("choices[0].message.content", equalTo(expected(twoTurns)))
+                .body("usage.prompt_tokens", equalTo(twoTurns.path("input_ids").size()));
+        // text only on the vision model: its template reads parts only, so a string content reaches it as one text part (as vLLM does)
+        JsonNode textOnly = refCase("text_only");
+        json().body("{\"model\":\"smolvlm\",\"max_tokens\":16,\"temperature\":0,\"skip_special_tokens\":false,\"messages\":["
+                        + "{\"role\":\"user\",\"content\":\"Write a short poem about the sea.\"}]}")
+                .post("/v1/chat/completions").then().statusCode(200).body("choices[0].message.content", equalTo(expected(textOnly)))
+                .body("usage.prompt_tokens", equalTo(textOnly.path("input_ids").size()));
+        // Responses items: the same conversation as input items
+        ValidatableResponse items = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":16,\"temperature\":0,\"input\":["
+                        + "{\"role\":\"user\",\"content\":[{\"type\":\"input_image\",\"image_url\":\"" + url + "\"},{\"type\":\"input_text\",\"text\":\"What is in this image?\"}]},"
+                        + "{\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"" + answer + "\"}]},"
+                        + "{\"role\":\"user\",\"content\":\"What colour is it mostly?\"}]}")
+                .post("/v1/responses").then().statusCode(200);
+        assertEquals(tokenizer.decode(ids(twoTurns), true), items.extract().path("output.find { it.type == 'message' }.content[0].text"));
+        // previous_response_id: the stored first turn's image is read again for the second
+        String first = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":4,\"temperature\":0,\"input\":[{\"role\":\"user\",\"content\":["
+                        + "{\"type\":\"input_image\",\"image_url\":\"" + url + "\"},{\"type\":\"input_text\",\"text\":\"What is in this image?\"}]}]}")
+                .post("/v1/responses").then().statusCode(200).extract().path("id");
+        int second = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":4,\"temperature\":0,\"previous_response_id\":\"" + first
+                        + "\",\"input\":\"What colour is it mostly?\"}")
+                .post("/v1/responses").then().statusCode(200).extract().path("usage.input_tokens");
+        assertTrue(second > refCase("png_one_image").path("input_ids").size(), "the second turn's prompt holds the first turn's image tokens: " + second);
+    }
+
+    @Test
     void openResponsesImageInput() throws Exception {
         // the Open Responses compliance suite's image-input test: a message item with an input_image (a data URL) and input_text, no
         // max_output_tokens, answered with a completed response holding a message (random weights: the JPEG case is the one whose

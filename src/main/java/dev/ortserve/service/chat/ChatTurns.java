@@ -35,11 +35,11 @@ public class ChatTurns {
     public Uni<StartedTurn> start(ChatTurn turn, ChatPromptRenderer.Request prompt, Function<ChatPromptRenderer.Prompt, SamplingRequest.Builder> sampling,
                                   int n, String promptParam) {
         if (turn.images().isEmpty()) {
-            return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, sampling.apply(rendered), n, promptParam));
+            return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, List.of(), sampling.apply(rendered), n, promptParam));
         }
         // images are read, decoded, preprocessed and encoded on a worker thread, the template rendered there with them
         return OffIoThread.run(() -> {
-            WithImages expanded = withImages(turn, turn.served().chatPrompts().render(prompt), promptParam);
+            WithImages expanded = withImages(turn.served(), turn.images(), turn.served().chatPrompts().render(prompt), promptParam);
             return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling.apply(expanded.prompt()), n,
                     promptParam));
         });
@@ -47,10 +47,12 @@ public class ChatTurns {
 
     /**
      * {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses:
-     * truncation); blocking when the turn has images (the caller is off the event loop then).
+     * truncation), which shows {@code shown} of the turn's images (truncation may have dropped turns that held others); blocking when
+     * it shows any (the caller is off the event loop then).
      */
-    public StartedTurn start(ChatTurn turn, ChatPromptRenderer.Prompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
-        WithImages expanded = withImages(turn, prompt, promptParam);
+    public StartedTurn start(ChatTurn turn, ChatPromptRenderer.Prompt prompt, List<ImageInput> shown, SamplingRequest.Builder sampling, int n,
+                             String promptParam) {
+        WithImages expanded = withImages(turn.served(), shown, prompt, promptParam);
         return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling, n, promptParam));
     }
 
@@ -71,12 +73,12 @@ public class ChatTurns {
     private record WithImages(ChatPromptRenderer.Prompt prompt, PromptImages images) {
     }
 
-    private static WithImages withImages(ChatTurn turn, ChatPromptRenderer.Prompt rendered, String promptParam) {
-        if (turn.images().isEmpty()) return new WithImages(rendered, null);
-        VisionInput vision = turn.served().vision();
-        List<PixelValues> images = vision.prepare(turn.images());
+    private static WithImages withImages(ServedModel served, List<ImageInput> shown, ChatPromptRenderer.Prompt rendered, String promptParam) {
+        if (shown.isEmpty()) return new WithImages(rendered, null);
+        VisionInput vision = served.vision();
+        List<PixelValues> images = vision.prepare(shown);
         String text = vision.expand(rendered.text(), images, promptParam);
-        int[] ids = turn.served().model().tokenizer().encode(text, false);
+        int[] ids = served.model().tokenizer().encode(text, false);
         return new WithImages(new ChatPromptRenderer.Prompt(text, ids), vision.encode(ids, images));
     }
 

@@ -45,7 +45,22 @@ public final class ChatPromptRenderer {
         } catch (ChatTemplateException e) {
             throw new ModelLoadException(e.getMessage(), e);
         }
+        this.partsOnly = model.vision() != null && templateSource != null && ITERATES_CONTENT.matcher(templateSource).find()
+                && !STRING_TEST.matcher(templateSource).find();
     }
+
+    /** A template that loops over a message's content parts ... */
+    private static final java.util.regex.Pattern ITERATES_CONTENT =
+            java.util.regex.Pattern.compile("\\{%-?\\s*for\\s+\\w+\\s+in\\s+\\w+\\s*(\\[\\s*['\"]content['\"]\\s*\\]|\\.content)\\s*-?%\\}");
+    /** ... and never asks whether it is a string (SmolVLM's, Idefics3's: a string content would render as nothing). */
+    private static final java.util.regex.Pattern STRING_TEST =
+            java.util.regex.Pattern.compile("(\\[\\s*['\"]content['\"]\\s*\\]|\\.content)\\s+is\\s+(not\\s+)?string");
+
+    /**
+     * The vision model's template reads content only as parts (as vLLM detects a template's "openai" content format):
+     * a string content is given to it as one text part.
+     */
+    private final boolean partsOnly;
 
     /** How call ids in the conversation are shown to the template (Mistral's templates accept only nine letters and digits). */
     public void callIds(java.util.function.UnaryOperator<String> rewrite) {
@@ -125,7 +140,7 @@ public final class ChatPromptRenderer {
         }
         String text;
         try {
-            text = renderer.render(new ChatTemplateRenderer.Input(rewriteCallIds(normalise(r.messages()), callIds), r.tools(), r.documents(),
+            text = renderer.render(new ChatTemplateRenderer.Input(rewriteCallIds(contentParts(normalise(r.messages())), callIds), r.tools(), r.documents(),
                     r.addGenerationPrompt(), r.continueFinalMessage(), r.kwargs(), model.specialTokens()));
         } catch (ChatTemplateException e) {
             if (e.kind() == ChatTemplateException.Kind.INPUT) throw new InvalidRequestException("continue_final_message", e.getMessage());
@@ -188,5 +203,14 @@ public final class ChatPromptRenderer {
             out.add(m);
         }
         return out;
+    }
+
+    /** String contents as one text part each, for a template that reads parts only ({@link #partsOnly}). */
+    private List<Map<String, Object>> contentParts(List<Map<String, Object>> messages) {
+        if (!partsOnly) return messages;
+        for (Map<String, Object> m : messages) {
+            if (m.get("content") instanceof String text) m.put("content", List.of(Map.of("type", "text", "text", text)));
+        }
+        return messages;
     }
 }

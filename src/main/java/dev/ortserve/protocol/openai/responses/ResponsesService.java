@@ -237,13 +237,14 @@ public class ResponsesService {
         ChatTurn turn = chatTurns.prepare(served, new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req), images));
         OutputParsers parsers = turn.parsers();
 
-        ChatPromptRenderer.Prompt prompt = render(served, req, items, turns, input, tools);
+        Rendered rendered = render(served, req, items, turns, input, tools);
+        ChatPromptRenderer.Prompt prompt = rendered.prompt();
         boolean logprobs = req.getInclude() != null && req.getInclude().contains(Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS);
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        StartedTurn started = chatTurns.start(turn, prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+        StartedTurn started = chatTurns.start(turn, prompt, rendered.images(), SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
                 .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
         CompletionCall call = started.call();
@@ -293,7 +294,11 @@ public class ResponsesService {
      * turns are dropped until the prompt leaves room to generate; otherwise a prompt that does
      * not fit is a 400.
      */
-    private ChatPromptRenderer.Prompt render(ServedModel served, CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
+    /** A prompt as {@link #render} made it, with the images it shows in order. */
+    private record Rendered(ChatPromptRenderer.Prompt prompt, List<ImageInput> images) {
+    }
+
+    private Rendered render(ServedModel served, CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
                                              List<ObjectNode> input, List<Map<String, Object>> tools) {
         boolean auto = req.getTruncation() == CreateResponseRequest.TruncationEnum.AUTO;
         int context = served.contextLength();
@@ -320,7 +325,11 @@ public class ResponsesService {
             boolean fits = prompt.tokenIds().length + reserve <= context;
             if (fits || !auto || skip >= turns.size()) {
                 SamplingRequest.checkPromptFits(prompt.tokenIds().length, context, "input");
-                return prompt;
+                // the images the prompt shows: the kept turns', then this input's (truncation drops the others with their turns)
+                List<ImageInput> images = new ArrayList<>();
+                for (int t = skip; t < turns.size(); t++) images.addAll(ResponseItems.images(turns.get(t), "previous_response_id"));
+                images.addAll(ResponseItems.images(input, "input"));
+                return new Rendered(prompt, images);
             }
         }
     }
