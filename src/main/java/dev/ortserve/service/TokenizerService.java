@@ -23,7 +23,10 @@ public class TokenizerService {
                             boolean strings) {
         ImageInput.requireImageModel(served, images);
         LoadedModel model = served.model();
-        return served.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
+        if (images.isEmpty()) return served.chatPrompts().renderOffIoThread(request).map(prompt -> tokens(prompt.tokenIds(), strings, model));
+        // a vision model's images expanded to their tokens, as a chat turn runs them (read and preprocessed on a worker thread)
+        return OffIoThread.run(() -> tokens(model.tokenizer().encode(served.vision().expandedText(served.chatPrompts().render(request).text(), images,
+                "messages"), false), strings, model));
     }
 
     public Tokens text(ServedModel served, String text, boolean addSpecialTokens, boolean strings) {

@@ -122,6 +122,11 @@ public final class VisionInput {
         return Placeholders.expand(text, Idefics3Processor.IMAGE_TOKEN, images);
     }
 
+    /** The rendered prompt's text with {@code images} read, preprocessed and expanded in it, not encoded (counting its tokens). */
+    public String expandedText(String rendered, List<ImageInput> images, String promptParam) {
+        return expand(rendered, prepare(images), promptParam);
+    }
+
     /** The features the prompt's image tokens ({@code ids}) take, in order; the images' content keys its cached prefix. */
     public PromptImages encode(int[] ids, List<PixelValues> images) {
         int tokens = 0;

@@ -211,6 +211,10 @@ class VisionChatTest extends ApiTest {
         json().body(body).post("/v1/chat/completions").then().statusCode(200)
                 .body("choices[0].message.content", equalTo(expected(png)))
                 .body("usage.prompt_tokens", equalTo(png.path("input_ids").size()));
+        // /tokenize with the same messages: the image's tokens counted as the turn runs them
+        json().body("{\"model\":\"smolvlm\",\"messages\":[{\"role\":\"user\",\"content\":[" + imagePart(dataUrl("b_grad_200x120.png", "image/png"))
+                        + ",{\"type\":\"text\",\"text\":\"What is in this image?\"}]}]}").post("/tokenize").then().statusCode(200)
+                .body("count", equalTo(png.path("input_ids").size()));
         // streamed: the same text, chunk by chunk
         String sse = json().body(body.replace("\"max_tokens\":16", "\"max_tokens\":16,\"stream\":true")).post("/v1/chat/completions")
                 .then().statusCode(200).extract().asString();

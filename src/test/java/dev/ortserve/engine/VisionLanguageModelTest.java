@@ -27,8 +27,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * A SmolVLM (Idefics3) export in the onnx-community layout, made with transformers and random weights
  * (fixtures/smolvlm-tiny, scripts/make_smolvlm_tiny.py): detected from its files, its embedding composed into its
  * decoder, its images preprocessed as transformers' processor does (pixel values equal bit for bit), encoded, placed at
- * the image tokens; greedy tokens equal transformers' {@code generate}, each prompt alone and all five in one batch
- * (text-only among them), and a repeated image prompt reads its cached prefix.
+ * the image tokens; greedy tokens equal transformers' {@code generate}, each prompt alone, all five in one batch
+ * (text-only among them) and prefilled in chunks of 16, and a repeated image prompt reads its cached prefix.
  */
 class VisionLanguageModelTest {
 
@@ -94,6 +94,13 @@ class VisionLanguageModelTest {
             }
             // the batched round read what the alone round cached: the same images, the same prompt
             assertTrue(batched.get(0).events().get(0).cachedTokens() > 0, "a repeated image prompt reads its cached prefix");
+            // prefilled in chunks of 16 tokens: each chunk places the image rows that fall in it (a frame's four split across two chunks)
+            EngineOptions chunked = EngineOptions.defaults().withLimits(16, 64, 16).withPrefixCacheBytes(0);
+            try (GenerationEngine small = new ContinuousBatchingEngine(model, chunked)) {
+                for (int i = 0; i < requests.size(); i++) {
+                    assertEquals(expected.get(i), EngineTestSupport.collect(small.generate(requests.get(i))).tokens(), "chunked: " + requests.get(i).requestId());
+                }
+            }
             // the same token ids with other images are another prompt: nothing cached is theirs
             GenerationRequest first = requests.get(0);
             PromptImages other = new PromptImages(first.images().positions(), new float[first.images().features().length], first.images().hidden(), 42);

@@ -62,11 +62,8 @@ public class ChatTurns {
      */
     public Uni<Integer> promptTokens(ChatTurn turn, ChatPromptRenderer.Request prompt, String promptParam) {
         if (turn.images().isEmpty()) return turn.served().chatPrompts().renderOffIoThread(prompt).map(p -> p.tokenIds().length);
-        return OffIoThread.run(() -> {
-            VisionInput vision = turn.served().vision();
-            String text = vision.expand(turn.served().chatPrompts().render(prompt).text(), vision.prepare(turn.images()), promptParam);
-            return turn.served().model().tokenizer().encode(text, false).length;
-        });
+        return OffIoThread.run(() -> turn.served().model().tokenizer().encode(turn.served().vision().expandedText(
+                turn.served().chatPrompts().render(prompt).text(), turn.images(), promptParam), false).length);
     }
 
     /** A prompt with its images' tokens in place of their placeholders, and the features those tokens take (null: no images). */
