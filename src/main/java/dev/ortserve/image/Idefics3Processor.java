@@ -59,6 +59,14 @@ public final class Idefics3Processor {
 
     /** The frames of {@code image} and the text its placeholder becomes. */
     public PixelValues process(RgbImage image) {
+        return process(image, split);
+    }
+
+    /**
+     * The same, cut into tiles or not whatever the configuration says ({@code tiles} false: the processor's
+     * {@code do_image_splitting=False}, one frame of the tile's size).
+     */
+    public PixelValues process(RgbImage image, boolean tiles) {
         RgbImage resized = image;
         if (resize) {
             int[] size = rescaleToMaxLen(image.height(), image.width(), longestEdge);
@@ -68,7 +76,7 @@ public final class Idefics3Processor {
         java.util.List<RgbImage> frames = new java.util.ArrayList<>();
         int rows = 0;
         int cols = 0;
-        if (split) {
+        if (tiles) {
             RgbImage multiple = resizeForVisionEncoder(resized);
             if (multiple.height() > tile || multiple.width() > tile) {
                 rows = (multiple.height() - tile) / tile + 1;

@@ -1,5 +1,6 @@
 package dev.ortserve.service;
 
+import dev.ortserve.service.worker.OffIoThread;
 import dev.ortserve.engine.LoadedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.prompt.ChatPromptRenderer;

@@ -15,6 +15,7 @@ import dev.ortserve.image.ImageFetcher;
 import dev.ortserve.image.ImageSource;
 import dev.ortserve.image.PixelValues;
 import dev.ortserve.image.Placeholders;
+import dev.ortserve.image.RgbImage;
 import dev.ortserve.service.error.GenerationFailedException;
 import dev.ortserve.service.error.InvalidRequestException;
 
@@ -101,7 +102,8 @@ public final class VisionInput {
             try {
                 byte[] bytes = image.source() instanceof ImageSource.Inline inline ? inline.bytes(maxBytes)
                         : fetcher.fetch(((ImageSource.Remote) image.source()).uri());
-                out.add(processor.process(decoder.decode(bytes)));
+                RgbImage decoded = decoder.decode(bytes);
+                out.add(image.lowDetail() ? processor.process(decoded, false) : processor.process(decoded));
             } catch (ImageException e) {
                 throw new InvalidRequestException(image.param(), e.getMessage());
             }

@@ -215,6 +215,12 @@ class VisionChatTest extends ApiTest {
         json().body("{\"model\":\"smolvlm\",\"messages\":[{\"role\":\"user\",\"content\":[" + imagePart(dataUrl("b_grad_200x120.png", "image/png"))
                         + ",{\"type\":\"text\",\"text\":\"What is in this image?\"}]}]}").post("/tokenize").then().statusCode(200)
                 .body("count", equalTo(png.path("input_ids").size()));
+        // detail low: one frame at the base resolution (the processor without tiles), 4 image tokens instead of 20
+        int low = json().body(chat("{\"type\":\"image_url\",\"image_url\":{\"url\":\"" + dataUrl("b_grad_200x120.png", "image/png")
+                        + "\",\"detail\":\"low\"}},{\"type\":\"text\",\"text\":\"What is in this image?\"}", "")).post("/v1/chat/completions")
+                .then().statusCode(200).extract().path("usage.prompt_tokens");
+        int tiles = png.path("input_ids").size();
+        assertTrue(low < tiles - 16, "detail low: " + low + " prompt tokens, tiled: " + tiles);
         // streamed: the same text, chunk by chunk
         String sse = json().body(body.replace("\"max_tokens\":16", "\"max_tokens\":16,\"stream\":true")).post("/v1/chat/completions")
                 .then().statusCode(200).extract().asString();

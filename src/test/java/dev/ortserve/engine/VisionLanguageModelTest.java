@@ -110,6 +110,17 @@ class VisionLanguageModelTest {
         }
     }
 
+    @Test
+    void withoutTilesAnImageIsOneFrameAndItsGlobalTokens() throws Exception {
+        ObjectMapper json = new ObjectMapper();
+        Idefics3Processor processor = Idefics3Processor.of(json.readTree(DIR.resolve("preprocessor_config.json").toFile()), 4);
+        PixelValues pv = processor.process(new ImageDecoder(1_000_000).decode(Files.readAllBytes(IMAGES.resolve("b_grad_200x120.png"))), false);
+        assertEquals(1, pv.frames());
+        assertEquals(64, pv.width());
+        assertEquals(4, pv.imageTokens());
+        assertEquals("<fake_token_around_image><global-img>" + "<image>".repeat(4) + "<fake_token_around_image>", pv.promptText());
+    }
+
     static String sha256(float[] values) throws Exception {
         ByteBuffer b = ByteBuffer.allocate(values.length * 4).order(ByteOrder.LITTLE_ENDIAN);
         for (float v : values) b.putFloat(v);

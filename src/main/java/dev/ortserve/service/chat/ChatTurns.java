@@ -4,7 +4,7 @@ import dev.ortserve.engine.TokenConstraint;
 import dev.ortserve.engine.PromptImages;
 import dev.ortserve.image.PixelValues;
 import dev.ortserve.service.ImageInput;
-import dev.ortserve.service.OffIoThread;
+import dev.ortserve.service.worker.OffIoThread;
 import dev.ortserve.service.VisionInput;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;

@@ -155,7 +155,7 @@ public final class ChatPromptRenderer {
      */
     public io.smallrye.mutiny.Uni<Prompt> renderOffIoThread(Request r) {
         if (r.requestTemplate() == null) return io.smallrye.mutiny.Uni.createFrom().item(render(r));
-        return dev.ortserve.service.OffIoThread.run(() -> render(r));
+        return dev.ortserve.service.worker.OffIoThread.run(() -> render(r));
     }
 
     @SuppressWarnings("unchecked")

@@ -143,7 +143,8 @@ public final class ChatMessages {
             if (given.get(j) instanceof ChatCompletionContentPartText t) {
                 parts.add(Map.of("type", "text", "text", t.getText()));
             } else if (given.get(j) instanceof ChatCompletionContentPartImage i) {
-                images.add(ImageInput.ofUrl(i.getImageUrl().getUrl(), at + ".image_url.url"));
+                images.add(ImageInput.ofUrl(i.getImageUrl().getUrl(), i.getImageUrl().getDetail() == null ? null : i.getImageUrl().getDetail().toString(),
+                        at + ".image_url.url"));
                 parts.add(ImageInput.templatePart());
             } else {
                 throw unsupportedPart(given.get(j), at);

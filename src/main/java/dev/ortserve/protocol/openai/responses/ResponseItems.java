@@ -196,7 +196,7 @@ final class ResponseItems {
         for (JsonNode item : items) {
             if (!item.path("type").asText("message").equals("message")) continue;
             for (JsonNode part : item.path("content")) {
-                if (part.path("type").asText().equals("input_image")) images.add(ImageInput.ofUrl(part.path("image_url").asText(), param));
+                if (part.path("type").asText().equals("input_image")) images.add(ImageInput.ofUrl(part.path("image_url").asText(), part.path("detail").asText(null), param));
             }
         }
         return images;

@@ -125,7 +125,7 @@ public class ResponsesService {
 
     /** A model that reads images admits on a worker thread (a turn's images are read, decoded and encoded as it starts). */
     private static Uni<ResponseRun> admitted(ServedModel served, java.util.function.Supplier<ResponseRun> admit) {
-        return served.takesImages() ? dev.ortserve.service.OffIoThread.run(admit) : Uni.createFrom().item(admit);
+        return served.takesImages() ? dev.ortserve.service.worker.OffIoThread.run(admit) : Uni.createFrom().item(admit);
     }
 
     private void checkRequest(CreateResponseRequest req) {

@@ -1,4 +1,4 @@
-package dev.ortserve.service;
+package dev.ortserve.service.worker;
 
 import io.smallrye.mutiny.Uni;
 import io.smallrye.mutiny.infrastructure.Infrastructure;
