@@ -18,8 +18,10 @@ public class TokenizerService {
     public record Tokens(List<Integer> ids, List<String> strings, int maxModelLen) {
     }
 
-    /** A chat conversation's tokens: the same rendering path as chat completions, so what this counts is what the model is fed. */
-    /** The chat prompt's tokens; {@code images} the messages' images (refused on a model that takes text only). */
+    /**
+     * A chat conversation's tokens: the same rendering path as chat completions, so what this counts is what the model is fed;
+     * {@code images} the messages' images (refused on a model that takes text only, expanded to their tokens on one that reads them).
+     */
     public Uni<Tokens> chat(ServedModel served, ChatPromptRenderer.Request request, java.util.List<ImageInput> images,
                             boolean strings) {
         ImageInput.requireImageModel(served, images);

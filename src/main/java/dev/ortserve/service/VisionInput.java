@@ -145,9 +145,7 @@ public final class VisionInput {
         try {
             for (PixelValues pv : images) {
                 features.add(encoder.encode(pv.values(), pv.frames(), pv.height(), pv.width()));
-                ByteBuffer b = ByteBuffer.allocate(pv.values().length * 4);
-                b.asFloatBuffer().put(pv.values());
-                content.update(b);
+                digest(content, pv.values());
             }
         } catch (OrtException e) {
             throw new GenerationFailedException("The vision encoder failed on the request's images: " + e.getMessage());
@@ -165,6 +163,18 @@ public final class VisionInput {
         }
         if (at != all.length) throw new GenerationFailedException("The vision encoder gave fewer features than the prompt has image tokens");
         return new PromptImages(positions, all, hidden, ByteBuffer.wrap(content.digest()).getLong());
+    }
+
+    /** The pixel values into {@code digest} through one small buffer (a 13-frame image is 40 MB of floats: never copied whole). */
+    private static void digest(MessageDigest digest, float[] values) {
+        ByteBuffer chunk = ByteBuffer.allocate(64 * 1024);
+        java.nio.FloatBuffer floats = chunk.asFloatBuffer();
+        for (int at = 0; at < values.length; at += floats.capacity()) {
+            int n = Math.min(floats.capacity(), values.length - at);
+            floats.clear();
+            floats.put(values, at, n);
+            digest.update(chunk.array(), 0, n * Float.BYTES);
+        }
     }
 
     private static MessageDigest sha256() {

@@ -244,7 +244,6 @@ class VisionChatTest extends ApiTest {
         JsonNode jpeg = refCase("jpeg_one_image");
         String url = dataUrl("e_jpeg_64x48.jpg", "image/jpeg");
         String question = new ObjectMapper().writeValueAsString(userText(jpeg));
-        String expected = expected(jpeg).replace("<end_of_utterance>", "");
         ValidatableResponse responses = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":16,\"temperature\":0,\"input\":[{\"role\":\"user\","
                 + "\"content\":[{\"type\":\"input_image\",\"image_url\":\"" + url + "\"},{\"type\":\"input_text\",\"text\":" + question + "}]}]}")
                 .post("/v1/responses").then().statusCode(200).body("usage.input_tokens", equalTo(jpeg.path("input_ids").size()));
@@ -264,7 +263,6 @@ class VisionChatTest extends ApiTest {
                         + "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/jpeg\",\"data\":\"" + data + "\"}},"
                         + "{\"type\":\"text\",\"text\":" + question + "}]}]}")
                 .post("/v1/messages/count_tokens").then().statusCode(200).body("input_tokens", equalTo(jpeg.path("input_ids").size()));
-        assertTrue(expected.length() > 0);
     }
 
     @Test
