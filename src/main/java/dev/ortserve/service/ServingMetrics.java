@@ -93,6 +93,8 @@ public class ServingMetrics {
                 .description("Prompt tokens looked up in the prefix cache").tag("model", model).register(registry));
         keep(model, FunctionCounter.builder("ortserve_prefix_cache_hit_tokens", stats, s -> s.get().hitTokens())
                 .description("Prompt tokens whose KV was reused from the prefix cache").tag("model", model).register(registry));
+        // the meters read it through a weak reference: kept here, or they read NaN after the first GC that finds it
+        keepReading(model, stats);
     }
 
     /**
