@@ -9,7 +9,7 @@ import org.jboss.logging.Logger;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.FileSystemException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -185,8 +185,10 @@ public final class ModelGenerator {
             Files.move(tmp, outputDir, StandardCopyOption.ATOMIC_MOVE);
         } catch (AtomicMoveNotSupportedException e) {
             Files.move(tmp, outputDir);
-        } catch (FileAlreadyExistsException e) {
-            // another process built it at the same moment: theirs is as good as ours
+        } catch (FileSystemException e) {
+            // another process built it at the same moment: theirs is as good as ours (Linux says ENOTEMPTY,
+            // a plain FileSystemException, for a rename onto a directory with files)
+            if (!Files.isDirectory(outputDir)) throw e;
         }
     }
 

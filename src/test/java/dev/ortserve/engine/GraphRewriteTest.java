@@ -308,6 +308,32 @@ class GraphRewriteTest {
     }
 
     @Test
+    void loadsSharingOneCacheAtOnceAllServeTheRewrite() throws Exception {
+        // replicas sharing a model cache volume load the same model together: whichever renames its
+        // rewrite second serves the first one's entry (CacheEntriesTest holds the rename itself)
+        Path cache = dir.resolve("cache-shared");
+        EngineOptions options = rewriting(cache, true, WeightPrecision.MODEL);
+        List<java.util.concurrent.Future<List<String>>> loads = new ArrayList<>();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(3);
+        try {
+            for (int i = 0; i < 3; i++) {
+                loads.add(pool.submit(() -> {
+                    try (LoadedModel model = ModelLoader.load(tiny, options)) {
+                        return model.rewrites();
+                    }
+                }));
+            }
+            for (var load : loads) assertEquals(List.of(GraphRewriter.LAST_POSITION_LOGITS), load.get());
+        } finally {
+            pool.shutdownNow();
+        }
+        try (Stream<Path> entries = Files.list(cache)) {
+            List<String> left = entries.map(p -> p.getFileName().toString()).filter(n -> n.contains(".tmp")).toList();
+            assertEquals(List.of(), left, "no temporary copies left behind");
+        }
+    }
+
+    @Test
     void aGraphTheRewriteDoesNotFitIsServedAsExportedWithTheReason() throws Exception {
         // present.0.key is computed by a Concat, not a MatMul head: nothing to rewrite
         assertNull(GraphRewriter.rewrite(tiny.resolve("model.onnx"), "present.0.key",

@@ -7,6 +7,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.ModelLoadException;
 import dev.ortserve.engine.VisionEncoder;
+import dev.ortserve.engine.rewrite.CacheEntries;
 import dev.ortserve.engine.rewrite.ImageEmbeddings;
 
 import java.io.IOException;
@@ -57,11 +58,7 @@ final class VisionExports {
             if (!Files.isRegularFile(out.resolve("model.onnx"))) {
                 Path tmp = Files.createTempDirectory(out.getParent(), out.getFileName() + ".tmp");
                 ImageEmbeddings.compose(decoderFile, embed, tmp);
-                try {
-                    Files.move(tmp, out, java.nio.file.StandardCopyOption.ATOMIC_MOVE);
-                } catch (IOException raced) {
-                    if (!Files.isRegularFile(out.resolve("model.onnx"))) throw raced;
-                }
+                CacheEntries.publish(tmp, out); // false: a replica sharing the cache composed it at the same time
             }
             return new Vision(out.resolve("model.onnx"), encoder, token.asInt());
         } catch (IOException | RuntimeException e) {

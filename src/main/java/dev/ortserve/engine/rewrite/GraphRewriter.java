@@ -8,14 +8,12 @@ import org.jboss.logging.Logger;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.stream.Stream;
@@ -189,10 +187,11 @@ public final class GraphRewriter {
             manifest.set("skipped", JSON.valueToTree(skipped));
             manifest.put("model.onnx", sha256(tmp.resolve("model.onnx"))).put("model.onnx.data", checksum(tmp.resolve("model.onnx.data")));
             JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.resolve("manifest.json").toFile(), manifest);
-            try {
-                Files.move(tmp, entry, StandardCopyOption.ATOMIC_MOVE);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(tmp, entry);
+            if (!CacheEntries.publish(tmp, entry)) { // a replica sharing the cache wrote it while we did: theirs is served
+                Result theirs = readEntry(entry, key);
+                if (theirs == null) throw new IOException("another process wrote " + entry + " at the same time and it does not read back whole");
+                LOG.infof("Rewritten model written by another process at the same time; serving its entry %s", entry);
+                return theirs;
             }
         } catch (IOException | RuntimeException e) {
             deleteTree(tmp);
@@ -265,9 +264,14 @@ public final class GraphRewriter {
         ObjectNode m = (ObjectNode) JSON.readTree(manifest.toFile());
         m.put("verified", true);
         if (warning != null) m.put("warning", warning);
-        Path tmp = result.entry().resolve("manifest.json.tmp");
-        JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), m);
-        Files.move(tmp, manifest, StandardCopyOption.REPLACE_EXISTING);
+        // a name of its own: replicas sharing the cache may verify the same entry at once
+        Path tmp = Files.createTempFile(result.entry(), "manifest.json", ".tmp");
+        try {
+            JSON.writerWithDefaultPrettyPrinter().writeValue(tmp.toFile(), m);
+            Files.move(tmp, manifest, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
     }
 
     /** Drops a rewrite that did not match the original. */
@@ -372,9 +376,6 @@ public final class GraphRewriter {
     }
 
     private static void deleteTree(Path dir) throws IOException {
-        if (!Files.exists(dir)) return;
-        try (Stream<Path> all = Files.walk(dir)) {
-            for (Path p : all.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
-        }
+        CacheEntries.deleteTree(dir);
     }
 }
