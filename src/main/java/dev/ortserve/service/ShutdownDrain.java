@@ -10,6 +10,8 @@ import jakarta.inject.Inject;
 import org.jboss.logging.Logger;
 import sun.misc.Signal;
 
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -38,6 +40,7 @@ public class ShutdownDrain {
     dev.ortserve.service.responses.BackgroundRuns background;
 
     private final AtomicBoolean draining = new AtomicBoolean();
+    private final List<Runnable> onDrain = new CopyOnWriteArrayList<>();
 
     void install(@Observes StartupEvent event) {
         if (LaunchMode.current() != LaunchMode.NORMAL) return; // tests and dev mode own their JVM's signals
@@ -46,6 +49,15 @@ public class ShutdownDrain {
         } catch (IllegalArgumentException | UnsupportedOperationException e) {
             LOG.warnf("Cannot handle SIGTERM (%s): shutdown will not drain in-flight generations", e.getMessage());
         }
+    }
+
+    /**
+     * Runs {@code listener} when draining begins (on the signal's thread: hand real work to the
+     * listener's own context). Connections that outlive a request, the Responses WebSockets, close
+     * themselves with 1001 from it rather than being cut by the HTTP server's stop.
+     */
+    public void onDrain(Runnable listener) {
+        onDrain.add(listener);
     }
 
     /** Whether the server is draining: no new work is accepted. */
@@ -57,6 +69,13 @@ public class ShutdownDrain {
         if (!draining.compareAndSet(false, true)) return;
         long timeout = config.drainTimeout().toMillis();
         LOG.infof("SIGTERM: draining for up to %d ms; new requests get 503", timeout);
+        for (Runnable listener : onDrain) {
+            try {
+                listener.run();
+            } catch (RuntimeException e) {
+                LOG.warn("A drain listener failed", e);
+            }
+        }
         Thread waiter = new Thread(() -> {
             long deadline = System.currentTimeMillis() + timeout;
             while (System.currentTimeMillis() < deadline && busy()) {

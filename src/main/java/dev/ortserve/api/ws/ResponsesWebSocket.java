@@ -46,6 +46,7 @@ import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The Responses API's WebSocket mode: {@code ws(s)://HOST/v1/responses}. The client sends
@@ -104,6 +105,10 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
     void install(@Observes Router router) {
         // after the edge (request id, draining, API key), before Quarkus REST (which answers GET with 405)
         router.get(PATH).order(-500).handler(this::upgrade);
+        // SIGTERM: connections with no response running close now with 1001 (going away), the others after
+        // their response; left to the HTTP server's stop they would be cut with 1000, which a client reads
+        // as a normal end although its next turn was never answered
+        drain.onDrain(() -> sessions.forEach(s -> s.onContext(s::goingAwayIfIdle)));
     }
 
     private void upgrade(RoutingContext ctx) {
@@ -185,6 +190,9 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
         return event.toString();
     }
 
+    /** The open connections (for the drain). */
+    private final Set<Session> sessions = ConcurrentHashMap.newKeySet();
+
     /** One connection: at most one response running, the unstored turns it made, its limits. */
     final class Session {
         private final ServerWebSocket ws;
@@ -225,10 +233,13 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                 LOG.debugf("WebSocket connection failed: %s", e.getMessage());
                 gone();
             });
-            armIdle();
+            sessions.add(this);
+            if (drain.draining()) goingAwayIfIdle(); // upgraded as the drain began
+            else armIdle();
         }
 
         private void gone() {
+            sessions.remove(this);
             closed = true;
             cancelIdle();
             Wire w = current;
@@ -244,6 +255,12 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
                 idleTimer = -1;
                 if (!running && !closed) ws.close((short) 1000, "idle timeout");
             });
+        }
+
+        private void goingAwayIfIdle() {
+            if (running || closed || ws.isClosed()) return;
+            cancelIdle();
+            ws.close((short) 1001, "shutting down");
         }
 
         private void cancelIdle() {
@@ -389,7 +406,10 @@ public class ResponsesWebSocket implements HttpServerOptionsCustomizer {
             accessLog.write(access, 200);
             access = null;
             running = false;
-            armIdle();
+            // draining: this was the last response the connection gets here; closed once its terminal event,
+            // written right after this (see Wire.write), is out
+            if (drain.draining()) context.runOnContext(v -> goingAwayIfIdle());
+            else armIdle();
         }
 
         /** A response.create that failed: its error event, and a continuation's cached parent is dropped (no retry from stale state). */
