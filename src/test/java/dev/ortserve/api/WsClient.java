@@ -20,14 +20,18 @@ import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 
-/** A Responses WebSocket-mode client on the JDK's WebSocket: every text message the server sends, in order. */
-final class WsClient implements WebSocket.Listener, AutoCloseable {
+/**
+ * A Responses WebSocket-mode client on the JDK's WebSocket: every text message the server sends, in order, and the close
+ * code it sent (also for the packaged application's ITs and the soak).
+ */
+public final class WsClient implements WebSocket.Listener, AutoCloseable {
 
     static final ObjectMapper JSON = new ObjectMapper();
-    static final Set<String> TERMINAL = Set.of("response.completed", "response.incomplete", "response.failed", "error");
+    public static final Set<String> TERMINAL = Set.of("response.completed", "response.incomplete", "response.failed", "error");
 
-    final BlockingQueue<String> messages = new LinkedBlockingQueue<>();
-    final CompletableFuture<Integer> closed = new CompletableFuture<>();
+    public final BlockingQueue<String> messages = new LinkedBlockingQueue<>();
+    /** The close code the server sent; completed exceptionally when the connection failed. */
+    public final CompletableFuture<Integer> closed = new CompletableFuture<>();
     private final StringBuilder partial = new StringBuilder();
     private WebSocket ws;
 
@@ -36,11 +40,49 @@ final class WsClient implements WebSocket.Listener, AutoCloseable {
     }
 
     static WsClient connect(URL base, String apiKey) throws Exception {
-        WsClient client = new WsClient();
         WebSocket.Builder builder = HttpClient.newHttpClient().newWebSocketBuilder().connectTimeout(Duration.ofSeconds(30));
         if (apiKey != null) builder.header("Authorization", "Bearer " + apiKey);
-        client.ws = builder.buildAsync(uri(base), client).get(30, TimeUnit.SECONDS);
+        return connect(builder, uri(base));
+    }
+
+    /** A connection to {@code /v1/responses} of the server at this base address (http://host:port). */
+    public static WsClient connect(HttpClient http, String baseUri) throws Exception {
+        return connect(http.newWebSocketBuilder().connectTimeout(Duration.ofSeconds(30)), URI.create(baseUri.replaceFirst("^http", "ws") + "/v1/responses"));
+    }
+
+    private static WsClient connect(WebSocket.Builder builder, URI uri) throws Exception {
+        WsClient client = new WsClient();
+        client.ws = builder.buildAsync(uri, client).get(30, TimeUnit.SECONDS);
         return client;
+    }
+
+    /** The close code the server sent, -1 when the connection failed, 0 while it is open. */
+    public int closeCode() {
+        if (!closed.isDone()) return 0;
+        return closed.isCompletedExceptionally() ? -1 : closed.join();
+    }
+
+    /** Whether this side can still send (the server has not closed the connection, nor has this side). */
+    public boolean open() {
+        return !closed.isDone() && !ws.isOutputClosed();
+    }
+
+    /**
+     * The next message whose type is one of these (earlier ones are skipped), or null when the connection closed
+     * first with nothing left to read, or the time ran out.
+     */
+    public JsonNode until(Set<String> types, Duration timeout) throws Exception {
+        long deadline = System.nanoTime() + timeout.toNanos();
+        while (System.nanoTime() < deadline) {
+            String message = messages.poll(100, TimeUnit.MILLISECONDS);
+            if (message == null) {
+                if (closed.isDone() && messages.isEmpty()) return null;
+                continue;
+            }
+            JsonNode node = JSON.readTree(message);
+            if (types.contains(node.path("type").asText())) return node;
+        }
+        return null;
     }
 
     static WsClient connect(URL base) throws Exception {
@@ -74,7 +116,7 @@ final class WsClient implements WebSocket.Listener, AutoCloseable {
         closed.completeExceptionally(error);
     }
 
-    void send(String text) {
+    public void send(String text) {
         ws.sendText(text, true).join();
     }
 
@@ -114,6 +156,7 @@ final class WsClient implements WebSocket.Listener, AutoCloseable {
         return event;
     }
 
+    /** Closes from this side (a normal closure), whatever state the connection is in. */
     @Override
     public void close() {
         try {

@@ -1,8 +1,8 @@
 package dev.ortserve.it;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.TinyModelResource;
+import dev.ortserve.api.WsClient;
 import org.junit.jupiter.api.Test;
 
 import java.io.BufferedReader;
@@ -11,18 +11,16 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
-import java.net.http.WebSocket;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
-import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
@@ -86,80 +84,22 @@ class ShutdownIT {
         try (PackagedApp app = PackagedApp.start("shutdown-ws", Map.of("ORTSERVE_MODEL_PATH", TinyModelResource.directory().toString(),
                 "ORTSERVE_MODEL_NAME", "tiny", "ORTSERVE_DRAIN_TIMEOUT", "20s"))) {
             HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
-            Socket idle = Socket.open(http, app);
+            Duration wait = Duration.ofSeconds(30);
+            WsClient idle = WsClient.connect(http, app.baseUri());
             idle.send("{\"type\":\"response.create\",\"model\":\"tiny\",\"input\":\"Hi\",\"max_output_tokens\":4}");
-            String first = idle.until(Set.of("response.completed", "response.incomplete", "error"), 30).path("type").asText();
-            assertTrue(Set.of("response.completed", "response.incomplete").contains(first), first);
-            Socket busy = Socket.open(http, app);
+            JsonNode first = idle.until(WsClient.TERMINAL, wait);
+            assertTrue(first != null && Set.of("response.completed", "response.incomplete").contains(first.path("type").asText()), String.valueOf(first));
+            WsClient busy = WsClient.connect(http, app.baseUri());
             busy.send("{\"type\":\"response.create\",\"model\":\"tiny\",\"input\":\"Tell a long story\",\"max_output_tokens\":1500}");
-            busy.until(Set.of("response.created"), 30);
+            assertNotNull(busy.until(Set.of("response.created"), wait));
 
             app.process().destroy(); // SIGTERM
             assertEquals(1001, idle.closed.get(10, TimeUnit.SECONDS), "an idle connection closes with going away");
-            String terminal = busy.until(Set.of("response.completed", "response.incomplete", "response.failed", "error"), 30).path("type").asText();
-            assertTrue(Set.of("response.completed", "response.incomplete").contains(terminal), "the running response ends as it would have: " + terminal);
+            JsonNode terminal = busy.until(WsClient.TERMINAL, wait);
+            assertTrue(terminal != null && Set.of("response.completed", "response.incomplete").contains(terminal.path("type").asText()),
+                    "the running response ends as it would have: " + terminal + ", closed with " + busy.closeCode());
             assertEquals(1001, busy.closed.get(10, TimeUnit.SECONDS), "then its connection closes with going away");
             assertTrue(app.process().waitFor(25, TimeUnit.SECONDS), "the process exits within the drain timeout");
-        }
-    }
-
-    /** A Responses WebSocket client: its messages in order and the close code the server sent. */
-    static final class Socket implements WebSocket.Listener {
-        final LinkedBlockingQueue<String> messages = new LinkedBlockingQueue<>();
-        final CompletableFuture<Integer> closed = new CompletableFuture<>();
-        final StringBuilder partial = new StringBuilder();
-        WebSocket socket;
-
-        static Socket open(HttpClient http, PackagedApp app) throws Exception {
-            Socket s = new Socket();
-            s.socket = http.newWebSocketBuilder().buildAsync(URI.create("ws://127.0.0.1:" + app.port() + "/v1/responses"), s).get(30, TimeUnit.SECONDS);
-            return s;
-        }
-
-        void send(String text) throws Exception {
-            socket.sendText(text, true).get(10, TimeUnit.SECONDS);
-        }
-
-        /** The first message of one of these types (failing if the connection closes or the time runs out first). */
-        JsonNode until(Set<String> types, int seconds) throws Exception {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-            while (System.nanoTime() < deadline) {
-                String m = messages.poll(100, TimeUnit.MILLISECONDS);
-                if (m == null) {
-                    if (closed.isDone()) throw new AssertionError("closed with " + closed.getNow(0) + " before any of " + types);
-                    continue;
-                }
-                JsonNode node = new ObjectMapper().readTree(m);
-                if (types.contains(node.path("type").asText())) return node;
-            }
-            throw new AssertionError("none of " + types + " within " + seconds + " s");
-        }
-
-        @Override
-        public void onOpen(WebSocket webSocket) {
-            webSocket.request(1);
-        }
-
-        @Override
-        public CompletionStage<?> onText(WebSocket webSocket, CharSequence data, boolean last) {
-            partial.append(data);
-            if (last) {
-                messages.add(partial.toString());
-                partial.setLength(0);
-            }
-            webSocket.request(1);
-            return null;
-        }
-
-        @Override
-        public CompletionStage<?> onClose(WebSocket webSocket, int statusCode, String reason) {
-            closed.complete(statusCode);
-            return null;
-        }
-
-        @Override
-        public void onError(WebSocket webSocket, Throwable error) {
-            closed.complete(-1);
         }
     }
 
