@@ -146,9 +146,9 @@ final class Report {
 
         // the end checks
         out.append(String.format("%nEnd checks: %d requests; %d responses stored, %d read back from the other replica (%d older than the TTL less a minute not checked), "
-                + "%d lost; %d background runs, %d stuck; %d undocumented errors; replicas idle after the load: %s.%n",
+                + "%d lost; %d background runs (%d older than the TTL less a minute not checked), %d stuck; %d undocumented errors; replicas idle after the load: %s.%n",
                 outcomes.size(), checks.checked + checks.expiredOrOld, checks.checked - checks.lost.size(), checks.expiredOrOld, checks.lost.size(),
-                soak.background.size(), checks.stuck.size(), soak.undocumented.size(), checks.notIdle.isEmpty() ? "yes" : checks.notIdle));
+                soak.background.size(), checks.backgroundOld, checks.stuck.size(), soak.undocumented.size(), checks.notIdle.isEmpty() ? "yes" : checks.notIdle));
         for (String s : checks.lost) out.append("- lost: ").append(s).append('\n');
         for (String s : checks.stuck) out.append("- stuck: ").append(s).append('\n');
         synchronized (soak.undocumented) {

@@ -97,7 +97,8 @@ public final class Soak {
     final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
     final List<Outcome> outcomes = Collections.synchronizedList(new ArrayList<>());
     final List<Stored> stored = Collections.synchronizedList(new ArrayList<>());
-    final List<String> background = Collections.synchronizedList(new ArrayList<>());
+    /** The background runs created: their id and when. */
+    final List<Stored> background = Collections.synchronizedList(new ArrayList<>());
     final List<String> undocumented = Collections.synchronizedList(new ArrayList<>());
     final Map<String, AtomicLong> faults = new ConcurrentHashMap<>();
     /** When each scheduled fault began (minutes into the run) and what it was: the plot marks them. */
@@ -151,7 +152,9 @@ public final class Soak {
         env.put("ORTSERVE_BACKGROUND_LEASE", "5s");
         // stored responses expire while it runs (the long form): Redis' keys level off where the TTL holds them
         env.put("ORTSERVE_STORE_TTL", options.storeTtl().toSeconds() + "s");
-        env.put("ORTSERVE_DRAIN_TIMEOUT", "5s");
+        // long enough for the real-size model's longest turns (10-30 s on these 2 cores) to finish after SIGTERM, as a
+        // terminationGracePeriod would be set: with 5 s the drain cut them (HTTP/2 GOAWAY at the client, 4 in the 60-minute run)
+        env.put("ORTSERVE_DRAIN_TIMEOUT", "60s");
         env.put("ORTSERVE_ENGINE_MAX_SEQUENCES", "8");
         env.put("ORTSERVE_ENGINE_QUEUE_TIMEOUT", "10s");
         // started as the README and the images start it: direct memory bounded by the memory budget rather than by
@@ -456,7 +459,7 @@ public final class Soak {
             } else if (op < 77) {
                 request(on, "responses background", "/v1/responses", "{\"model\":\"" + model + "\",\"input\":" + quote(prompt())
                         + ",\"background\":true,\"max_output_tokens\":" + (20 + random.nextInt(200)) + "}", false, node -> {
-                            if (node.path("id").isTextual()) background.add(node.path("id").asText());
+                            if (node.path("id").isTextual()) background.add(new Stored(node.path("id").asText(), on == replicas[0] ? 0 : 1, "queued", now()));
                         });
             } else if (op < 82) {
                 request(on, "embeddings", "/v1/embeddings", "{\"model\":\"all-minilm-l6-v2\",\"input\":[\"item " + random.nextInt(100_000) + "\",\"second text\"]}", false, null);
@@ -519,6 +522,12 @@ public final class Soak {
                     JsonNode error = end.path("error");
                     result = "stream error " + (error.path("code").isTextual() ? error.path("code").asText() : error.path("type").asText());
                     wsPrevious = null;
+                    if ("websocket_connection_limit_reached".equals(error.path("code").asText())) {
+                        // as the error says: a new connection (the server closes this one with 1000 right after it; a
+                        // next create sent before that close arrived was read as a cut turn in the 60-minute run)
+                        ws.close();
+                        ws = null;
+                    }
                 } else {
                     JsonNode response = end.path("response");
                     String status = response.path("status").asText();
