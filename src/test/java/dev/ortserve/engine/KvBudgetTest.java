@@ -136,6 +136,67 @@ class KvBudgetTest {
         assertEquals(1, widest.get());
     }
 
+    /**
+     * The batch pads its rows to one length, so the budget counts every row as long as the longest may come to be: one
+     * request of 200 + 8 tokens and five of 8 + 8 fit a budget of their positions summed (288), but laid out as a batch
+     * they are six rows of 208 (1,248 positions: the soak found the engine failing on direct memory this way). The KV
+     * bound into every pass stays within the budget, in place and copying, and the tokens are those without a budget.
+     */
+    @Test
+    void rowsOfMixedLengthsAreCountedAsTheBatchLaysThemOut(@TempDir Path gqaDir) throws Exception {
+        int longPrompt = 200, shortPrompt = 8, output = 8, shorts = 5;
+        int budgetPositions = longPrompt + output + shorts * (shortPrompt + output);
+        try (LoadedModel gqa = ModelLoader.load(ModelGenerator.ensureGroupQueryAttention(ModelSize.TINY, gqaDir), EngineOptions.defaults())) {
+            long perToken = PrefixCache.bytesPerToken(gqa.spec());
+            List<int[]> prompts = new ArrayList<>();
+            for (int i = 0; i <= shorts; i++) {
+                int[] p = new int[i == 0 ? longPrompt : shortPrompt];
+                for (int j = 0; j < p.length; j++) p[j] = 300 + (i * 31 + j * 7) % 200;
+                prompts.add(p);
+            }
+            for (boolean inPlace : new boolean[] {true, false}) {
+                EngineOptions options = EngineOptions.defaults().withLimits(8, 64, 256).withPrefixCacheBytes(0)
+                        .withBatchWindow(Duration.ofSeconds(1)).withKvInPlace(inPlace);
+                List<List<Integer>> expected = mixed(gqa, options.withKvCacheBytes(Long.MAX_VALUE), prompts, output, new long[1]);
+                long[] mostBound = new long[1];
+                EngineTestSupport.BudgetWatch budget = new EngineTestSupport.BudgetWatch();
+                assertEquals(expected, mixed(gqa, options.withKvCacheBytes(perToken * budgetPositions), prompts, output, mostBound, budget),
+                        "in place: " + inPlace);
+                assertTrue(mostBound[0] <= budgetPositions, (inPlace ? "in place" : "copying") + ": a pass bound " + mostBound[0]
+                        + " positions of KV against a budget of " + budgetPositions);
+            }
+        }
+    }
+
+    private static List<List<Integer>> mixed(LoadedModel m, EngineOptions options, List<int[]> prompts, int output, long[] mostBound) {
+        return mixed(m, options, prompts, output, mostBound, new EngineTestSupport.BudgetWatch());
+    }
+
+    /** The tokens of the prompts submitted together; {@code mostBound[0]}: the most KV positions bound into one pass as its past. */
+    private static List<List<Integer>> mixed(LoadedModel m, EngineOptions options, List<int[]> prompts, int output, long[] mostBound,
+                                             EngineTestSupport.BudgetWatch budget) {
+        DecoderRunner.Decorator watch = runner -> pass -> {
+            if (pass.pastKeys() != null) {
+                long positions = (long) pass.batch() * (pass.inPlace() ? pass.pastLength() + pass.newLength() : pass.pastLength());
+                mostBound[0] = Math.max(mostBound[0], positions);
+            }
+            return runner.run(pass);
+        };
+        SamplingParams params = new SamplingParams(0, 1, 0, 0, 1, 0, 0, Map.of(), null, output, 0, true, List.of(), List.of(), false, true, null);
+        try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(m, options, watch)) {
+            budget.watch(engine);
+            List<GenerationRequest> requests = new ArrayList<>();
+            for (int[] p : prompts) requests.add(EngineTestSupport.request(p, params));
+            List<List<Integer>> out = new ArrayList<>();
+            for (var s : engine.generateAll(requests)) out.add(EngineTestSupport.collect(s).tokens());
+            long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+            while (engine.kvReservedBytes() != 0 && System.nanoTime() < deadline) Thread.onSpinWait();
+            assertEquals(0, engine.kvReservedBytes(), "every reservation given back");
+            budget.assertHeld();
+            return out;
+        }
+    }
+
     @Test
     void theDefaultIsHalfTheAvailableMemoryAtMostEveryRowsWholeContext() {
         DecoderSpec spec = model.spec();

@@ -310,7 +310,8 @@ class PrefixCacheTest {
         int[] b = randomTokens(56, 40);           // arrives while a runs and the cache is full
         int[] c = branch(source, 64, 5, 57);      // arrives after b: source's blocks must still be there
         int aMax = 1900;
-        long reserveA = PER_TOKEN * (a.length + aMax), reserveB = PER_TOKEN * (b.length + 12);
+        // a's row, and beside it b's (the batch pads every row to the longest: as long as a's may come to be)
+        long reserveA = PER_TOKEN * (a.length + aMax), reserveB = reserveA;
         // room for a, the four blocks it references (a second copy of its positions, counted beside its reservation),
         // b and four more blocks (the fill requests, 81 positions each, fit beside a too)
         long budget = reserveA + 4 * blockBytes() + reserveB + 4 * blockBytes();

@@ -100,7 +100,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         long prefixBytes = Math.min(options.prefixCacheBytes(spec), kvBudget);
         PrefixCache prefix = prefixBytes > 0 ? new PrefixCache(spec, model.environment(), prefixBytes) : null;
         this.scheduler = new Scheduler(options, spec.vocabSize(), model.lastPositionLogits(), kvBudget, perToken, prefix);
-        LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (each counted at prompt + max_tokens)"
+        LOG.infof("KV budget: %,d bytes (%s), %d bytes per token: %d tokens of running sequences (rows x the largest prompt + max_tokens among them)"
                         + " and of prefix-cache blocks (%s)",
                 kvBudget, options.kvCacheBytes() >= 0 ? "as given"
                         : String.format("default: half of the %d MiB available, at most %d rows of the whole context", available >> 20, options.maxSequences()),

@@ -46,7 +46,7 @@ public final class KvCache implements AutoCloseable {
     public static final int GROWTH = 256;
 
     private final PrefixCache prefix;
-    private final java.util.function.LongUnaryOperator room;
+    private final java.util.function.ToLongFunction<List<Sequence>> room;
     private final boolean inPlace;
     private OnnxTensor[] keys;
     private OnnxTensor[] values;
@@ -73,10 +73,10 @@ public final class KvCache implements AutoCloseable {
     }
 
     /**
-     * @param room what the prefix cache may hold while a repack stores blocks, given the reservations of the sequences
-     *             leaving in it ({@link Scheduler#cacheRoom})
+     * @param room what the prefix cache may hold while a repack stores blocks, given the sequences leaving in it (their rows
+     *             freed: {@link Scheduler#cacheRoom})
      */
-    KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix, boolean inPlace, java.util.function.LongUnaryOperator room) {
+    KvCache(DecoderSpec spec, OrtEnvironment env, PrefixCache prefix, boolean inPlace, java.util.function.ToLongFunction<List<Sequence>> room) {
         this.room = room;
         this.spec = spec;
         this.env = env;
@@ -222,10 +222,10 @@ public final class KvCache implements AutoCloseable {
         // what enters the prefix cache: every joiner's prompt, every leaving row's tokens
         Map<Sequence, PrefixCache.Insertion> inserting = new IdentityHashMap<>();
         if (prefix != null) {
-            // leavers first: each one's row is freed as its blocks are stored, so its reservation is room for them
-            long freed = 0;
+            // leavers first: each one's row is freed as its blocks are stored, so its row is room for them
+            List<Sequence> freed = new ArrayList<>();
             for (Sequence s : leaving) {
-                freed += s.kvReserved;
+                freed.add(s);
                 offer(s, inserting, freed);
             }
             for (Sequence s : joining) offer(s, inserting, freed);
@@ -284,9 +284,9 @@ public final class KvCache implements AutoCloseable {
         return next;
     }
 
-    private void offer(Sequence s, Map<Sequence, PrefixCache.Insertion> inserting, long leavingReservations) {
+    private void offer(Sequence s, Map<Sequence, PrefixCache.Insertion> inserting, List<Sequence> leavingRows) {
         if (s.hold == null) return;
-        PrefixCache.Insertion ins = prefix.insert(s.hold, s.tokens(s.length), room.applyAsLong(leavingReservations));
+        PrefixCache.Insertion ins = prefix.insert(s.hold, s.tokens(s.length), room.applyAsLong(leavingRows));
         if (!ins.isEmpty()) inserting.put(s, ins);
     }
 

@@ -22,15 +22,19 @@ import java.util.concurrent.locks.ReentrantLock;
  * The KV budget, one pool for running sequences and the prefix cache, counted as the memory it
  * is: what is held against {@code kvBudgetBytes} ({@link #kvHeldBytes}) is
  * <ul>
- * <li>each running sequence's reservation, the most KV its batch row may hold (prompt + max_tokens
- * positions, {@link Sequence#maxPositions}), from when it leaves the queue until it leaves the
- * engine ({@link #retired});</li>
+ * <li>the batch's rows as the batch lays them out: every running sequence (from when it leaves the queue
+ * until it leaves the engine, {@link #retired}) holds one row of as many positions as the longest
+ * any of them may come to hold (prompt + max_tokens, {@link Sequence#maxPositions}): the rows are
+ * padded to one length ({@link KvCache}), so one long prompt among short ones makes every row long
+ * (counted per sequence instead, the soak's mixed traffic laid out past the budget and the engine
+ * failed on direct memory);</li>
+ * <li>each sequence's KV in the draft model while it has one ({@link #reserveDraft});</li>
  * <li>plus every prefix-cache block ({@link PrefixCache#bytes}): a block a running sequence
  * references (reused or written) is a second copy of positions its row holds too, so it counts
  * beside the reservation, not inside it; blocks no one references are kept while there is room and
  * evicted when a request needs it.</li>
  * </ul>
- * A sequence leaves the queue only if the running sequences' reservations, its own, and the blocks
+ * A sequence leaves the queue only if the rows with its own added, the draft reservations, and the blocks
  * that no eviction can free (those running sequences reference and those its own lookup will) fit the
  * budget; least recently used unreferenced blocks are then evicted until the total fits (never a
  * block a running sequence references; the request's own cached prefix is referenced first, so it is
@@ -60,7 +64,12 @@ final class Scheduler {
     private final AtomicInteger waiting = new AtomicInteger();
     private final long kvBudgetBytes;
     private final long kvBytesPerToken;
+    /** The rows' layout plus the draft reservations (read from any thread; changed on the engine thread). */
     private final java.util.concurrent.atomic.AtomicLong kvReserved = new java.util.concurrent.atomic.AtomicLong();
+    /** The running sequences' {@link Sequence#maxPositions} (count of each): the rows are as long as the largest. Engine thread. */
+    private final java.util.TreeMap<Integer, Integer> rowLengths = new java.util.TreeMap<>();
+    private int rows;
+    private long draftBytes;
     private final java.util.concurrent.atomic.AtomicLong kvWaits = new java.util.concurrent.atomic.AtomicLong();
     private final java.util.concurrent.atomic.AtomicLong timedOut = new java.util.concurrent.atomic.AtomicLong();
     /** The prefix cache inside the same budget, or null when it is off. Engine thread only. */
@@ -126,20 +135,23 @@ final class Scheduler {
             while (!queue.isEmpty() && taken.size() < free) {
                 Sequence s = queue.peek();
                 if (!s.cancelled()) {
-                    long need = kvBytesPerToken * s.maxPositions();
                     long reserved = kvReserved.get();
+                    // every row as long as the longest may come to be, this one's included
+                    long with = layoutBytes(rows + 1, Math.max(longestRow(), s.maxPositions())) + draftBytes;
                     // the cache blocks running sequences reference, and those this one's lookup would, are copies of
                     // positions batch rows hold too: they stay, whatever is evicted, so they count beside the reservations
                     long pinned = prefix == null ? 0 : prefix.referencedBytes();
-                    if (reserved > 0 && prefix != null && reserved + need + pinned <= kvBudgetBytes) {
+                    if (reserved > 0 && prefix != null && with + pinned <= kvBudgetBytes) {
                         pinned += prefix.wouldReferenceFrom(s.prompt, s.prefixRoot()); // walked only when it could decide
                     }
-                    if (reserved > 0 && reserved + need + pinned > kvBudgetBytes) {
+                    if (reserved > 0 && with + pinned > kvBudgetBytes) {
                         kvWaits.incrementAndGet();
                         break; // waits for running sequences to give their KV back
                     }
-                    s.kvReserved = need;
-                    kvReserved.addAndGet(need);
+                    s.rowPositions = s.maxPositions();
+                    rowLengths.merge(s.maxPositions(), 1, Integer::sum);
+                    rows++;
+                    updateReserved();
                     if (prefix != null) {
                         // its own cached prefix first (referenced: inside its reservation, never evicted for it) ...
                         s.hold = prefix.lookupFrom(s.prompt, s.prefixRoot());
@@ -218,11 +230,32 @@ final class Scheduler {
     }
 
     /**
-     * Bytes the prefix cache may hold now: the budget less the running sequences' reservations, plus {@code leaving}
-     * (reservations of sequences that leave in this repack: their rows are freed as their blocks are stored). Engine thread.
+     * Bytes the prefix cache may hold now: the budget less the rows and draft reservations, the {@code leaving} sequences'
+     * rows not counted (they leave in this repack: their rows are freed as their blocks are stored). Engine thread.
      */
-    long cacheRoom(long leaving) {
-        return kvBudgetBytes - kvReserved.get() + leaving;
+    long cacheRoom(List<Sequence> leaving) {
+        java.util.TreeMap<Integer, Integer> staying = new java.util.TreeMap<>(rowLengths);
+        int left = 0;
+        for (Sequence s : leaving) {
+            if (s.rowPositions <= 0) continue;
+            staying.computeIfPresent(s.rowPositions, (k, n) -> n == 1 ? null : n - 1);
+            left++;
+        }
+        return kvBudgetBytes - draftBytes - layoutBytes(rows - left, staying.isEmpty() ? 0 : staying.lastKey());
+    }
+
+    /** KV bytes of {@code rowCount} rows of {@code positions} each. */
+    private long layoutBytes(int rowCount, int positions) {
+        return kvBytesPerToken * rowCount * positions;
+    }
+
+    /** Positions of the longest row the running sequences may come to hold (0: none running). Engine thread. */
+    private int longestRow() {
+        return rowLengths.isEmpty() ? 0 : rowLengths.lastKey();
+    }
+
+    private void updateReserved() {
+        kvReserved.set(layoutBytes(rows, longestRow()) + draftBytes);
     }
 
     /**
@@ -236,10 +269,14 @@ final class Scheduler {
     }
 
     private void release(Sequence s) {
-        long r = s.kvReserved;
-        s.kvReserved = 0;
-        if (r > 0) kvReserved.addAndGet(-r);
+        int r = s.rowPositions;
+        s.rowPositions = 0;
+        if (r > 0) {
+            rowLengths.computeIfPresent(r, (k, n) -> n == 1 ? null : n - 1);
+            rows--;
+        }
         releaseDraft(s);
+        updateReserved();
     }
 
     /**
@@ -250,8 +287,9 @@ final class Scheduler {
     boolean reserveDraft(Sequence s, long bytes) {
         long pinned = prefix == null ? 0 : prefix.referencedBytes();
         if (kvReserved.get() + bytes + pinned > kvBudgetBytes) return false;
-        kvReserved.addAndGet(bytes);
+        draftBytes += bytes;
         s.draftReserved += bytes;
+        updateReserved();
         if (prefix != null) fitBudget();
         return true;
     }
@@ -260,10 +298,13 @@ final class Scheduler {
     void releaseDraft(Sequence s) {
         long r = s.draftReserved;
         s.draftReserved = 0;
-        if (r > 0) kvReserved.addAndGet(-r);
+        if (r > 0) {
+            draftBytes -= r;
+            updateReserved();
+        }
     }
 
-    /** KV bytes reserved by the running sequences now. */
+    /** KV bytes reserved by the running sequences now: their rows as laid out (each as long as the longest may come to be) and their draft KV. */
     long kvReservedBytes() {
         return kvReserved.get();
     }

@@ -72,8 +72,11 @@ final class Sequence {
     /** Prompt tokens whose KV came from the prefix cache. */
     int cachedTokens;
 
-    /** KV bytes the scheduler reserved for this sequence when it left the queue (given back when it is retired). */
-    long kvReserved;
+    /**
+     * Positions the scheduler counted this sequence's batch row at when it left the queue ({@link #maxPositions}; 0 before
+     * and once it is retired). Engine thread.
+     */
+    int rowPositions;
     /** KV bytes reserved for this sequence's KV in the draft model while it holds one (given back when it lets go of it). */
     long draftReserved;
 
