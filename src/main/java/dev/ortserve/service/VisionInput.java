@@ -93,22 +93,42 @@ public final class VisionInput {
 
     /** Each image read, decoded and preprocessed; a 400 naming the image's field when one cannot be. */
     public List<PixelValues> prepare(List<ImageInput> images) {
-        if (images.size() > maxImages) {
-            throw new InvalidRequestException(images.get(maxImages).param(), "The request holds " + images.size()
-                    + " images; this server takes at most " + maxImages + " per request (the conversation's included).");
-        }
-        List<PixelValues> out = new ArrayList<>(images.size());
-        for (ImageInput image : images) {
-            try {
-                byte[] bytes = image.source() instanceof ImageSource.Inline inline ? inline.bytes(maxBytes)
-                        : fetcher.fetch(((ImageSource.Remote) image.source()).uri());
-                RgbImage decoded = decoder.decode(bytes);
-                out.add(image.lowDetail() ? processor.process(decoded, false) : processor.process(decoded));
-            } catch (ImageException e) {
-                throw new InvalidRequestException(image.param(), e.getMessage());
+        return new Prepared().of(images);
+    }
+
+    /**
+     * Images of one request read, decoded and preprocessed once each, however many prompts show them (Responses'
+     * truncation measures a prompt per dropped turn). Not thread-safe: one request's.
+     */
+    public final class Prepared {
+        private final java.util.Map<ImageInput, PixelValues> done = new java.util.HashMap<>();
+
+        /** The pixel values of {@code images}, in order; a 400 naming the field of one that cannot be read, or of one too many. */
+        public List<PixelValues> of(List<ImageInput> images) {
+            if (images.size() > maxImages) {
+                throw new InvalidRequestException(images.get(maxImages).param(), "The request holds " + images.size()
+                        + " images; this server takes at most " + maxImages + " per request (the conversation's included).");
             }
+            List<PixelValues> out = new ArrayList<>(images.size());
+            for (ImageInput image : images) out.add(done.computeIfAbsent(image, VisionInput.this::read));
+            return out;
         }
-        return out;
+    }
+
+    /** A request's images, each read and preprocessed once ({@link Prepared}). */
+    public Prepared prepared() {
+        return new Prepared();
+    }
+
+    private PixelValues read(ImageInput image) {
+        try {
+            byte[] bytes = image.source() instanceof ImageSource.Inline inline ? inline.bytes(maxBytes)
+                    : fetcher.fetch(((ImageSource.Remote) image.source()).uri());
+            RgbImage decoded = decoder.decode(bytes);
+            return image.lowDetail() ? processor.process(decoded, false) : processor.process(decoded);
+        } catch (ImageException e) {
+            throw new InvalidRequestException(image.param(), e.getMessage());
+        }
     }
 
     /**

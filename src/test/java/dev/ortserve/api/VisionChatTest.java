@@ -150,6 +150,41 @@ class VisionChatTest extends ApiTest {
         assertTrue(second > refCase("png_one_image").path("input_ids").size(), "the second turn's prompt holds the first turn's image tokens: " + second);
     }
 
+    /**
+     * Responses' truncation 'auto' measures a prompt as the model reads it, each image as its hundreds of tokens: a turn whose
+     * earlier image pushes the prompt past the context drops that turn (and its image) and completes; with truncation off it
+     * is a 400. Measured on the placeholder instead, the prompt "fit", nothing was dropped, and the expanded prompt was refused.
+     */
+    @Test
+    void truncationCountsAnEarlierImageAsItsTokens() throws Exception {
+        String url = dataUrl("b_grad_200x120.png", "image/png");
+        int context = json().get("/v1/models/smolvlm").then().statusCode(200).extract().path("max_model_len");
+        String first = json().body("{\"model\":\"smolvlm\",\"max_output_tokens\":4,\"temperature\":0,\"input\":[{\"role\":\"user\",\"content\":["
+                        + "{\"type\":\"input_image\",\"image_url\":\"" + url + "\"},{\"type\":\"input_text\",\"text\":\"What is in this image?\"}]}]}")
+                .post("/v1/responses").then().statusCode(200).extract().path("id");
+        String second = "{\"model\":\"smolvlm\",\"max_output_tokens\":%d,\"temperature\":0,\"previous_response_id\":\"" + first
+                + "\",\"input\":\"What colour is it mostly?\",\"instructions\":%s%s}";
+        // the image is its tokens: those of the fixture's processor, 20 image tokens and 6 around them
+        int imageTokens = 0;
+        for (JsonNode id : refCase("png_one_image").path("input_ids")) if (id.asInt() == 476) imageTokens++;
+        assertEquals(20, imageTokens);
+        // instructions that fill most of the context, then max_output_tokens that leaves the prompt with the earlier image 10
+        // tokens past it: without the image's expansion (its placeholder alone) it would fit
+        int perHundred = tokenizer.encode(" sea".repeat(100), false).length;
+        String instructions = new ObjectMapper().writeValueAsString("Be brief." + " sea".repeat((context - 400) * 100 / perHundred));
+        int withImage = json().body(String.format(second, 1, instructions, "")).post("/v1/responses").then().statusCode(200)
+                .extract().path("usage.input_tokens");
+        assertTrue(withImage + 1 <= context && withImage > context - 600, "the instructions fill most of the context: " + withImage);
+        int max = context - withImage + 10;
+        json().body(String.format(second, max, instructions, "")).post("/v1/responses").then().statusCode(400)
+                .body("error.code", equalTo("context_length_exceeded")).body("error.param", equalTo("max_output_tokens"));
+        int truncated = json().body(String.format(second, max, instructions, ",\"truncation\":\"auto\"")).post("/v1/responses").then().statusCode(200)
+                .body("status", equalTo("completed")).extract().path("usage.input_tokens");
+        assertTrue(truncated + max <= context && truncated < withImage - imageTokens,
+                "the earlier turn and its image were dropped: " + truncated + " input tokens (" + withImage + " with it), " + max + " to generate, a "
+                        + context + " context");
+    }
+
     @Test
     void openResponsesImageInput() throws Exception {
         // the Open Responses compliance suite's image-input test: a message item with an input_image (a data URL) and input_text, no

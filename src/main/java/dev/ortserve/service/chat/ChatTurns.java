@@ -35,7 +35,7 @@ public class ChatTurns {
     public Uni<StartedTurn> start(ChatTurn turn, ChatPromptRenderer.Request prompt, Function<ChatPromptRenderer.Prompt, SamplingRequest.Builder> sampling,
                                   int n, String promptParam) {
         if (turn.images().isEmpty()) {
-            return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, rendered, List.of(), sampling.apply(rendered), n, promptParam));
+            return turn.served().chatPrompts().renderOffIoThread(prompt).map(rendered -> start(turn, new ExpandedPrompt(rendered, List.of()), sampling.apply(rendered), n, promptParam));
         }
         // images are read, decoded, preprocessed and encoded on a worker thread, the template rendered there with them
         return OffIoThread.run(() -> {
@@ -47,13 +47,29 @@ public class ChatTurns {
 
     /**
      * {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses:
-     * truncation), which shows {@code shown} of the turn's images (truncation may have dropped turns that held others); blocking when
-     * it shows any (the caller is off the event loop then).
+     * truncation) and expanded with the images it shows ({@link #expand}); blocking when it shows any (the caller is off the event
+     * loop then: the images are encoded here).
      */
-    public StartedTurn start(ChatTurn turn, ChatPromptRenderer.Prompt prompt, List<ImageInput> shown, SamplingRequest.Builder sampling, int n,
-                             String promptParam) {
-        WithImages expanded = withImages(turn.served(), shown, prompt, promptParam);
-        return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling, n, promptParam));
+    public StartedTurn start(ChatTurn turn, ExpandedPrompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
+        PromptImages images = prompt.images().isEmpty() ? null : turn.served().vision().encode(prompt.prompt().tokenIds(), prompt.images());
+        return new StartedTurn(turn, prompt.prompt(), turn.call(prompt.prompt(), images, sampling, n, promptParam));
+    }
+
+    /**
+     * A prompt the protocol rendered itself with the placeholders of the {@code shown} images (truncation may have dropped turns
+     * that held others) expanded to their tokens: its length is the prompt's length as the model reads it (an image is hundreds of
+     * tokens). Each image read and preprocessed once per request ({@code prepared}); blocking when it shows any.
+     */
+    public ExpandedPrompt expand(ServedModel served, ChatPromptRenderer.Prompt rendered, List<ImageInput> shown, VisionInput.Prepared prepared,
+                                 String promptParam) {
+        if (shown.isEmpty()) return new ExpandedPrompt(rendered, List.of());
+        List<PixelValues> images = prepared.of(shown);
+        String text = served.vision().expand(rendered.text(), images, promptParam);
+        return new ExpandedPrompt(new ChatPromptRenderer.Prompt(text, served.model().tokenizer().encode(text, false)), images);
+    }
+
+    /** A prompt with its images' tokens in place of their placeholders, and those images preprocessed (not encoded yet); none: text only. */
+    public record ExpandedPrompt(ChatPromptRenderer.Prompt prompt, List<PixelValues> images) {
     }
 
     /**

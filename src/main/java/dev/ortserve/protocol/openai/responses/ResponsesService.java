@@ -19,6 +19,7 @@ import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.chat.ChatTurns;
+import dev.ortserve.service.VisionInput;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.CompletionCall;
@@ -237,14 +238,13 @@ public class ResponsesService {
         ChatTurn turn = chatTurns.prepare(served, new ChatTurnRequest(tools, schemas, toolChoice(choice), forced, format(req), images));
         OutputParsers parsers = turn.parsers();
 
-        Rendered rendered = render(served, req, items, turns, input, tools);
-        ChatPromptRenderer.Prompt prompt = rendered.prompt();
+        ChatTurns.ExpandedPrompt prompt = render(served, req, items, turns, input, tools);
         boolean logprobs = req.getInclude() != null && req.getInclude().contains(Includable.MESSAGE_OUTPUT_TEXT_LOGPROBS);
         Integer topLogprobs = logprobs ? (req.getTopLogprobs() == null ? 0 : req.getTopLogprobs()) : null;
         if (req.getTopLogprobs() != null && !logprobs) {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'include': ['message.output_text.logprobs'].");
         }
-        StartedTurn started = chatTurns.start(turn, prompt, rendered.images(), SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
+        StartedTurn started = chatTurns.start(turn, prompt, SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
                 .frequencyPenalty(req.getFrequencyPenalty()).presencePenalty(req.getPresencePenalty())
                 .maxTokens(generate ? req.getMaxOutputTokens() : Integer.valueOf(1), "max_output_tokens").topLogprobs(topLogprobs), 1, "input");
         CompletionCall call = started.call();
@@ -290,19 +290,16 @@ public class ResponsesService {
     }
 
     /**
-     * The prompt for instructions + earlier turns + this input. With truncation 'auto' the oldest
-     * turns are dropped until the prompt leaves room to generate; otherwise a prompt that does
-     * not fit is a 400.
+     * The prompt for instructions + earlier turns + this input, with the images it shows expanded to their tokens (the
+     * length the model reads). With truncation 'auto' the oldest turns are dropped until the prompt leaves room to
+     * generate (an image counted as its tokens, not as its placeholder); otherwise a prompt that does not fit is a 400.
      */
-    /** A prompt as {@link #render} made it, with the images it shows in order. */
-    private record Rendered(ChatPromptRenderer.Prompt prompt, List<ImageInput> images) {
-    }
-
-    private Rendered render(ServedModel served, CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
+    private ChatTurns.ExpandedPrompt render(ServedModel served, CreateResponseRequest req, ResponseItems items, List<List<JsonNode>> turns,
                                              List<ObjectNode> input, List<Map<String, Object>> tools) {
         boolean auto = req.getTruncation() == CreateResponseRequest.TruncationEnum.AUTO;
         int context = served.contextLength();
         int reserve = req.getMaxOutputTokens() == null ? 1 : req.getMaxOutputTokens();
+        VisionInput.Prepared prepared = served.takesImages() ? served.vision().prepared() : null;
         for (int skip = 0; ; skip++) {
             List<JsonNode> all = new ArrayList<>();
             for (int t = skip; t < turns.size(); t++) all.addAll(turns.get(t));
@@ -322,14 +319,15 @@ public class ResponsesService {
                 if (!"messages".equals(e.param())) throw e;
                 throw e.withParam("input");
             }
-            boolean fits = prompt.tokenIds().length + reserve <= context;
-            if (fits || !auto || skip >= turns.size()) {
-                SamplingRequest.checkPromptFits(prompt.tokenIds().length, context, "input");
-                // the images the prompt shows: the kept turns', then this input's (truncation drops the others with their turns)
-                List<ImageInput> images = new ArrayList<>();
-                for (int t = skip; t < turns.size(); t++) images.addAll(ResponseItems.images(turns.get(t), "previous_response_id"));
-                images.addAll(ResponseItems.images(input, "input"));
-                return new Rendered(prompt, images);
+            // the images the prompt shows: the kept turns', then this input's (truncation drops the others with their turns)
+            List<ImageInput> images = new ArrayList<>();
+            for (int t = skip; t < turns.size(); t++) images.addAll(ResponseItems.images(turns.get(t), "previous_response_id"));
+            images.addAll(ResponseItems.images(input, "input"));
+            ChatTurns.ExpandedPrompt expanded = chatTurns.expand(served, prompt, images, prepared, "input");
+            int length = expanded.prompt().tokenIds().length;
+            if (length + reserve <= context || !auto || skip >= turns.size()) {
+                SamplingRequest.checkPromptFits(length, context, "input");
+                return expanded;
             }
         }
     }
