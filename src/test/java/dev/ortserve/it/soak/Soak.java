@@ -159,8 +159,8 @@ public final class Soak {
         env.put("ORTSERVE_ENGINE_QUEUE_TIMEOUT", "10s");
         // started as the README and the images start it: direct memory bounded by the memory budget rather than by
         // -Xmx, and malloc giving freed KV back (docs/deployment.md). Without the flag the qwen3 KV is capped to half
-        // of -Xmx and a repack beside the prefix cache found no headroom: engine steps failed with OutOfMemoryError
-        // (500s, the 2026-12-03 real-size short run; an open finding in issue 51's note)
+        // of -Xmx; before the KV budget counted the batch as laid out (07a9001), mixed long and short prompts then
+        // failed engine steps with OutOfMemoryError (500s, the 2026-12-03 real-size short run)
         env.put("JAVA_TOOL_OPTIONS", "-XX:NativeMemoryTracking=summary -XX:MaxDirectMemorySize=8g");
         env.put("MALLOC_MMAP_THRESHOLD_", "65536");
         Soak soak = new Soak(options, redis, env, rotatingA);
