@@ -78,6 +78,14 @@ final class Report {
         synchronized (soak.outcomes) {
             outcomes = new ArrayList<>(soak.outcomes);
         }
+        // every request as it ended (minute from the drive's start, operation, latency, outcome): an operation's late p99
+        // placed in time, which the sampled series (every operation together) cannot
+        StringBuilder raw = new StringBuilder("minute,op,ms,result\n");
+        for (Soak.Outcome o : outcomes) {
+            raw.append(String.format(java.util.Locale.ROOT, "%.4f,%s,%.1f,%s%n", (o.atMillis() - soak.driveStart) / 60_000.0, o.op(),
+                    o.micros() / 1000.0, o.result().replace(',', ';').replace('\n', ' ')));
+        }
+        java.nio.file.Files.writeString(soak.options.results().resolve("outcomes.csv"), raw);
         List<Map<String, Double>> rows;
         synchronized (soak.samples) {
             rows = new ArrayList<>(soak.samples);

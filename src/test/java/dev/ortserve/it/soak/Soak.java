@@ -41,7 +41,8 @@ import java.util.function.Consumer;
  *
  * <p>Every {@link Options#sampleEvery} it records each replica's RSS, heap, direct memory, native memory tracking's
  * total, threads, open file descriptors, KV held, prefix-cache bytes, queue, and Redis' memory and keys, with each
- * endpoint's p50/p99 and error counts of the interval ({@code samples.csv}); at the end {@code summary.md} (slopes over
+ * endpoint's p50/p99 and error counts of the interval ({@code samples.csv}); at the end every request's outcome and latency
+ * ({@code outcomes.csv}), {@code summary.md} (slopes over
  * the second half, p99 of the first and last tenth, the end checks) and {@code soak.png}. The end checks: every stored
  * response reads back from the other replica, every background run ended, every error a client saw was a documented
  * status with its envelope (a stream cut without an error event counts as undocumented), and once the load stops
