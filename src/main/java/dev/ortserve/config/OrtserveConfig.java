@@ -427,9 +427,9 @@ public interface OrtserveConfig {
 
         /**
          * KV budget: a waiting request starts only while the running sequences' KV, counted as the batch lays
-         * it out (one row each, every row as long as the largest prompt + max_tokens among them), fits (it waits otherwise, at most queue-timeout); unset = what the
-         * memory budget ({@code ortserve.memory-limit}) leaves once the model is loaded, at most max-sequences
-         * rows of the whole context (the split is logged at start). The prefix cache's blocks that no running
+         * it out (one row each, every row as long as the largest prompt + max_tokens among them), fits (it
+         * waits otherwise, at most queue-timeout); unset = what the memory budget ({@code ortserve.memory-limit})
+         * leaves once the model is loaded, at most max-sequences rows of the whole context (the split is logged at start). The prefix cache's blocks that no running
          * sequence references count against it too, and are evicted before a request has to wait.
          */
         Optional<MemorySize> kvCacheBytes();

@@ -39,15 +39,15 @@ public class ChatTurns {
         }
         // images are read, decoded, preprocessed and encoded on a worker thread, the template rendered there with them
         return OffIoThread.run(() -> {
-            WithImages expanded = withImages(turn.served(), turn.images(), turn.served().chatPrompts().render(prompt), promptParam);
-            return new StartedTurn(turn, expanded.prompt(), turn.call(expanded.prompt(), expanded.images(), sampling.apply(expanded.prompt()), n,
-                    promptParam));
+            ExpandedPrompt expanded = expand(turn.served(), turn.served().chatPrompts().render(prompt), turn.images(), turn.served().vision().prepared(),
+                    promptParam);
+            return start(turn, expanded, sampling.apply(expanded.prompt()), n, promptParam);
         });
     }
 
     /**
-     * {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt the protocol rendered itself (Responses:
-     * truncation) and expanded with the images it shows ({@link #expand}); blocking when it shows any (the caller is off the event
+     * {@link #start(ChatTurn, ChatPromptRenderer.Request, Function, int, String)} for a prompt already rendered (by the protocol itself:
+     * Responses' truncation) and expanded with the images it shows ({@link #expand}); blocking when it shows any (the caller is off the event
      * loop then: the images are encoded here).
      */
     public StartedTurn start(ChatTurn turn, ExpandedPrompt prompt, SamplingRequest.Builder sampling, int n, String promptParam) {
@@ -80,19 +80,6 @@ public class ChatTurns {
         if (turn.images().isEmpty()) return turn.served().chatPrompts().renderOffIoThread(prompt).map(p -> p.tokenIds().length);
         return OffIoThread.run(() -> turn.served().model().tokenizer().encode(turn.served().vision().expandedText(
                 turn.served().chatPrompts().render(prompt).text(), turn.images(), promptParam), false).length);
-    }
-
-    /** A prompt with its images' tokens in place of their placeholders, and the features those tokens take (null: no images). */
-    private record WithImages(ChatPromptRenderer.Prompt prompt, PromptImages images) {
-    }
-
-    private static WithImages withImages(ServedModel served, List<ImageInput> shown, ChatPromptRenderer.Prompt rendered, String promptParam) {
-        if (shown.isEmpty()) return new WithImages(rendered, null);
-        VisionInput vision = served.vision();
-        List<PixelValues> images = vision.prepare(shown);
-        String text = vision.expand(rendered.text(), images, promptParam);
-        int[] ids = served.model().tokenizer().encode(text, false);
-        return new WithImages(new ChatPromptRenderer.Prompt(text, ids), vision.encode(ids, images));
     }
 
     /** The turn {@code request} asks of {@code served} (the model the request resolved). */
