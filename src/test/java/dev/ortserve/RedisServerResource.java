@@ -9,10 +9,15 @@ public class RedisServerResource implements QuarkusTestResourceLifecycleManager 
 
     private static volatile RedisServer server;
     private boolean persistent;
+    private final Map<String, String> config = new java.util.HashMap<>();
 
+    /** {@code persistent}: append-only with fsync always (survives a kill); any {@code ortserve.*} argument is passed on as configuration. */
     @Override
     public void init(Map<String, String> initArgs) {
         persistent = Boolean.parseBoolean(initArgs.getOrDefault("persistent", "false"));
+        initArgs.forEach((k, v) -> {
+            if (k.startsWith("ortserve.")) config.put(k, v);
+        });
     }
 
     /** The server of the test class now running. */
@@ -23,7 +28,10 @@ public class RedisServerResource implements QuarkusTestResourceLifecycleManager 
     @Override
     public Map<String, String> start() {
         server = RedisServer.start(persistent);
-        return Map.of("quarkus.redis.hosts", server.uri(), "ortserve.store", "redis");
+        Map<String, String> out = new java.util.HashMap<>(config);
+        out.put("quarkus.redis.hosts", server.uri());
+        out.put("ortserve.store", "redis");
+        return out;
     }
 
     @Override

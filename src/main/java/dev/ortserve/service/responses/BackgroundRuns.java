@@ -276,6 +276,8 @@ public class BackgroundRuns {
         private final List<ResponseEvent> pending = new ArrayList<>();
         private long nextSequence;
         private boolean writing;
+        /** A write failed: nothing more is written (a later batch would leave a gap in the numbering). */
+        private boolean broken;
         private boolean completed;
         private Runnable whenWritten;
 
@@ -347,7 +349,7 @@ public class BackgroundRuns {
                 return;
             }
             synchronized (this) {
-                if (writing || pending.isEmpty()) return;
+                if (writing || broken || pending.isEmpty()) return;
                 batch = new ArrayList<>(pending);
                 pending.clear();
                 first = nextSequence;
@@ -364,12 +366,23 @@ public class BackgroundRuns {
                 }
                 write();
             }, f -> {
+                Runnable end;
                 synchronized (this) {
+                    // no write starts after this one (events arriving now must not slip in before the end is asked for)
                     writing = false;
+                    broken = true;
                     pending.clear();
+                    end = whenWritten;
+                    whenWritten = null;
                 }
                 LOG.warnf("Background response %s: its events could not be stored (%s); stopping it", run.id(), f.getMessage());
-                stop("failed", error("store_unavailable", "The conversation store failed while this background response ran."));
+                if (end != null) {
+                    end.run(); // an end asked for while this write was in flight (a cancel, a drain): it goes on now
+                } else if (run.finishedHere()) {
+                    done(); // its record is stored; only its last events are lost (followers end with the stored object)
+                } else {
+                    stop("failed", error("store_unavailable", "The conversation store failed while this background response ran."));
+                }
             });
         }
 
