@@ -97,6 +97,7 @@ final class Report {
                 + "(models-max-loaded 2, keep_alive 10-30 s), all-minilm-l6-v2 embeddings; store TTL %d min. Host: %d CPUs.%n%n",
                 soak.options.realSize() ? "qwen3 (Qwen3-0.6B's shape, random weights, int4)" : "demo", soak.options.phase().toSeconds(),
                 soak.options.storeTtl().toMinutes(), Runtime.getRuntime().availableProcessors()));
+        if (!soak.options.envA().isEmpty()) out.append("Replica a only (the experiment of this run): ").append(soak.options.envA()).append(".\n\n");
         out.append("Faults: ");
         synchronized (soak.faultTimes) {
             for (Map.Entry<Double, String> f : soak.faultTimes) out.append(String.format("%s at %.1f min; ", f.getValue(), f.getKey()));

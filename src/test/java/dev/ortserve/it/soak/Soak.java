@@ -56,7 +56,7 @@ public final class Soak {
 
     /** What to run: its length, clients, whether the rotating model is the real-size one (int4), and where results go. */
     public record Options(Duration length, int clients, boolean realSize, Path results, long seed, Duration sampleEvery,
-                          Duration phase, Duration storeTtl) {
+                          Duration phase, Duration storeTtl, Map<String, String> envA) {
         public static Options fromSystemProperties(Path results) {
             double minutes = Double.parseDouble(System.getProperty("soak.minutes", "2.5"));
             boolean realSize = Boolean.parseBoolean(System.getProperty("soak.real-size", "false"));
@@ -65,7 +65,20 @@ public final class Soak {
             // the rotating models take turns: a few phases in the short form, one every 4 minutes in the long
             long phase = Long.getLong("soak.phase-seconds", minutes >= 20 ? 240 : Math.max(20, (long) (minutes * 60 / 5)));
             return new Options(length, Integer.getInteger("soak.clients", 8), realSize, results, Long.getLong("soak.seed", 51),
-                    Duration.ofSeconds(sample), Duration.ofSeconds(phase), Duration.ofMinutes(minutes >= 20 ? 15 : 30));
+                    Duration.ofSeconds(sample), Duration.ofSeconds(phase), Duration.ofMinutes(minutes >= 20 ? 15 : 30),
+                    environment(System.getProperty("soak.env-a", "")));
+        }
+
+        /** {@code K=V;K=V}: the environment replica a gets on top of both replicas' own. */
+        static Map<String, String> environment(String spec) {
+            Map<String, String> out = new java.util.TreeMap<>();
+            for (String pair : spec.split(";")) {
+                if (pair.isBlank()) continue;
+                int eq = pair.indexOf('=');
+                if (eq <= 0) throw new IllegalArgumentException("soak.env-a: expected K=V, got '" + pair + "'");
+                out.put(pair.substring(0, eq).trim(), pair.substring(eq + 1).trim());
+            }
+            return out;
         }
     }
 
@@ -165,8 +178,11 @@ public final class Soak {
         env.put("JAVA_TOOL_OPTIONS", "-XX:NativeMemoryTracking=summary -XX:MaxDirectMemorySize=8g");
         env.put("MALLOC_MMAP_THRESHOLD_", "65536");
         Soak soak = new Soak(options, redis, env, rotatingA);
+        // an experiment on one replica against the other in the same run (-Dsoak.env-a=MALLOC_ARENA_MAX=2;K=V)
+        Map<String, String> envA = new java.util.HashMap<>(env);
+        envA.putAll(options.envA());
         try {
-            soak.replicas[0] = new Replica("a", PackagedApp.start("soak-a", env));
+            soak.replicas[0] = new Replica("a", PackagedApp.start("soak-a", envA));
             soak.replicas[1] = new Replica("b", PackagedApp.start("soak-b", env));
             return soak.drive();
         } finally {
