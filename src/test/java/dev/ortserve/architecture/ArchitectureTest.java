@@ -86,7 +86,8 @@ class ArchitectureTest {
         // Anthropic's Messages API shares the services' chat turn with chat completions, never the OpenAI protocol classes
         noClasses().that().resideInAPackage("dev.ortserve.protocol.anthropic..")
                 .should().dependOnClassesThat().resideInAPackage("dev.ortserve.protocol.openai..")
-                .because("a protocol maps its own wire types onto the shared turn; what two protocols share lives in service/")
+                .because("a protocol maps its own wire types onto the shared turn; what two protocols share lives in service/ (the Answer"
+                        + " every protocol hands the api, in protocol/'s own root)")
                 .check(classes);
         noClasses().that().resideInAPackage("dev.ortserve.protocol.openai..")
                 .should().dependOnClassesThat().resideInAPackage("dev.ortserve.protocol.anthropic..")

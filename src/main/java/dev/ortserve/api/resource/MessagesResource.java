@@ -1,7 +1,7 @@
 package dev.ortserve.api.resource;
 
 import dev.ortserve.api.generated.MessagesApi;
-import dev.ortserve.api.http.AnthropicAnswers;
+import dev.ortserve.api.http.Answers;
 import dev.ortserve.wire.model.AnthropicCountTokensRequest;
 import dev.ortserve.wire.model.AnthropicCreateMessageRequest;
 import dev.ortserve.protocol.anthropic.messages.MessagesProtocol;
@@ -13,7 +13,7 @@ import jakarta.ws.rs.core.Response;
 
 /**
  * POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API): {@link MessagesProtocol}
- * answers, {@link AnthropicAnswers} writes JSON or SSE; errors take Anthropic's envelope on these routes.
+ * answers, {@link Answers} writes JSON or SSE (Anthropic's framing); errors take Anthropic's envelope on these routes.
  */
 public class MessagesResource implements MessagesApi {
 
@@ -21,7 +21,7 @@ public class MessagesResource implements MessagesApi {
     MessagesProtocol messages;
 
     @Inject
-    AnthropicAnswers answers;
+    Answers answers;
 
     @Context
     HttpServerRequest http;
@@ -30,7 +30,7 @@ public class MessagesResource implements MessagesApi {
     public Uni<Response> createMessage(AnthropicCreateMessageRequest req) {
         // the Vert.x response is taken here, on the request's own thread, for a stream written later
         io.vertx.core.http.HttpServerResponse response = http.response();
-        return answers.write(messages.create(req), response);
+        return answers.write(messages.create(req), response, Answers.Framing.ANTHROPIC);
     }
 
     @Override

@@ -1,5 +1,6 @@
 package dev.ortserve.protocol.anthropic.messages;
 
+import dev.ortserve.protocol.Answer;
 import dev.ortserve.wire.model.AnthropicContentBlock;
 import dev.ortserve.wire.model.AnthropicContentBlockDeltaEvent;
 import dev.ortserve.wire.model.AnthropicContentBlockStartEvent;
@@ -69,12 +70,12 @@ final class MessageEvents {
         this.stops = stops;
     }
 
-    Multi<MessagesAnswer.Event> of(Multi<ChoiceEvent> events) {
+    Multi<Answer.Event> of(Multi<ChoiceEvent> events) {
         return events.onItem().transformToIterable(this::on);
     }
 
-    private List<MessagesAnswer.Event> on(ChoiceEvent e) {
-        List<MessagesAnswer.Event> out = new ArrayList<>();
+    private List<Answer.Event> on(ChoiceEvent e) {
+        List<Answer.Event> out = new ArrayList<>();
         if (!started) {
             started = true;
             cached = e.cachedTokens();
@@ -116,7 +117,7 @@ final class MessageEvents {
     }
 
     /** Opens a block of {@code kind} unless one is open already (a tool_use block is always new). */
-    private void open(Block kind, AnthropicContentBlock start, List<MessagesAnswer.Event> out) {
+    private void open(Block kind, AnthropicContentBlock start, List<Answer.Event> out) {
         if (open == kind && kind != Block.TOOL_USE) return;
         close(out);
         open = kind;
@@ -125,20 +126,20 @@ final class MessageEvents {
                 .index(index).contentBlock(start)));
     }
 
-    private void close(List<MessagesAnswer.Event> out) {
+    private void close(List<Answer.Event> out) {
         if (open == null) return;
         out.add(event("content_block_stop", new AnthropicContentBlockStopEvent().type(AnthropicContentBlockStopEvent.TypeEnum.CONTENT_BLOCK_STOP)
                 .index(index)));
         open = null;
     }
 
-    private MessagesAnswer.Event delta(dev.ortserve.wire.model.AnthropicBlockDelta delta) {
+    private Answer.Event delta(dev.ortserve.wire.model.AnthropicBlockDelta delta) {
         return event("content_block_delta", new AnthropicContentBlockDeltaEvent().type(AnthropicContentBlockDeltaEvent.TypeEnum.CONTENT_BLOCK_DELTA)
                 .index(index).delta(delta));
     }
 
-    private static MessagesAnswer.Event event(String type, Object payload) {
-        return new MessagesAnswer.Event(type, payload);
+    private static Answer.Event event(String type, Object payload) {
+        return new Answer.Event(type, payload);
     }
 
     static String toolUseId() {

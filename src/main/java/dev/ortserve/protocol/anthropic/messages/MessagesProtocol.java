@@ -1,5 +1,6 @@
 package dev.ortserve.protocol.anthropic.messages;
 
+import dev.ortserve.protocol.Answer;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ortserve.wire.model.AnthropicContentBlock;
@@ -88,7 +89,7 @@ public class MessagesProtocol {
     private record Conversation(ChatTurn turn, ChatPromptRenderer.Request prompt, boolean oneCall) {
     }
 
-    public Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req) {
+    public Uni<Answer> create(AnthropicCreateMessageRequest req) {
         host.requireModel(req.getModel());
         Integer budget = req.getThinking() instanceof AnthropicThinkingEnabled on ? on.getBudgetTokens() : null;
         if (budget != null && budget >= req.getMaxTokens()) {
@@ -98,7 +99,7 @@ public class MessagesProtocol {
         return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served));
     }
 
-    private Uni<MessagesAnswer> create(AnthropicCreateMessageRequest req, ServedModel served) {
+    private Uni<Answer> create(AnthropicCreateMessageRequest req, ServedModel served) {
         Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
         List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
         int context = served.contextLength();
@@ -113,9 +114,9 @@ public class MessagesProtocol {
             if (Boolean.TRUE.equals(req.getStream())) {
                 MessageEvents events = new MessageEvents(id, served.id(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,
                         omitsThinking(req.getThinking()));
-                return Uni.createFrom().item(MessagesAnswer.stream(events.of(service.stream(served, call))));
+                return Uni.createFrom().item(Answer.stream(events.of(service.stream(served, call))));
             }
-            return service.complete(served, call).map(results -> MessagesAnswer.json(message(id, served.id(), call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
+            return service.complete(served, call).map(results -> Answer.json(message(id, served.id(), call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
                     omitsThinking(req.getThinking()))));
         });
     }

@@ -24,7 +24,7 @@ import dev.ortserve.wire.union.ToolChoice;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
-import dev.ortserve.protocol.openai.WireAnswer;
+import dev.ortserve.protocol.Answer;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.chat.ChatTurn;
@@ -82,7 +82,7 @@ public class ChatCompletionsProtocol {
     @Inject
     ObjectMapper mapper;
 
-    public Uni<WireAnswer> create(CreateChatCompletionRequest req) {
+    public Uni<Answer> create(CreateChatCompletionRequest req) {
         host.requireModel(req.getModel());
         refuseUnsupported(req);
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
@@ -105,7 +105,7 @@ public class ChatCompletionsProtocol {
         return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served, hasTools, choice, n));
     }
 
-    private Uni<WireAnswer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {
+    private Uni<Answer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {
         List<Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(), new TypeReference<List<Map<String, Object>>>() { }) : null;
         Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
         if (hasTools) {
@@ -136,16 +136,16 @@ public class ChatCompletionsProtocol {
                 .includeStopStrInOutput(req.getIncludeStopStrInOutput()).skipSpecialTokens(req.getSkipSpecialTokens()).topLogprobs(topLogprobs);
     }
 
-    private Uni<WireAnswer> generate(CreateChatCompletionRequest req, StartedTurn started) {
+    private Uni<Answer> generate(CreateChatCompletionRequest req, StartedTurn started) {
         OutputParsers parsing = started.parsers();
         ServedModel served = started.served();
         CompletionCall call = started.call().withPrediction(PredictedOutputs.tokens(req.getPrediction(), served));
         Head head = new Head("chatcmpl-" + UUID.randomUUID().toString().replace("-", ""), Instant.now().getEpochSecond(), served.id());
         if (Boolean.TRUE.equals(req.getStream())) {
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
-            return Uni.createFrom().item(WireAnswer.stream(chunks(call, service.stream(served, call), head, usage, parsing)));
+            return Uni.createFrom().item(Answer.stream(chunks(call, service.stream(served, call), head, usage, parsing).map(Answer.Event::data)));
         }
-        return service.complete(served, call).map(results -> WireAnswer.json(response(call, results, head, parsing)));
+        return service.complete(served, call).map(results -> Answer.json(response(call, results, head, parsing)));
     }
 
     private static void refuseUnsupported(CreateChatCompletionRequest req) {

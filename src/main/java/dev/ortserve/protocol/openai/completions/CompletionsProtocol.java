@@ -9,7 +9,7 @@ import dev.ortserve.wire.union.StopReason;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
-import dev.ortserve.protocol.openai.WireAnswer;
+import dev.ortserve.protocol.Answer;
 import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.generation.ChoiceEvent;
@@ -49,12 +49,12 @@ public class CompletionsProtocol {
     @Inject
     CompletionCalls calls;
 
-    public Uni<WireAnswer> create(CreateCompletionRequest req) {
+    public Uni<Answer> create(CreateCompletionRequest req) {
         host.requireModel(req.getModel());
         return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served));
     }
 
-    private Uni<WireAnswer> create(CreateCompletionRequest req, ServedModel served) {
+    private Uni<Answer> create(CreateCompletionRequest req, ServedModel served) {
         CompletionCall call = CompletionRequests.toCall(req, calls, config.engine().maxN(), served)
                 .withPrediction(PredictedOutputs.tokens(req.getPrediction(), served));
         String id = "cmpl-" + UUID.randomUUID().toString().replace("-", "");
@@ -64,7 +64,7 @@ public class CompletionsProtocol {
             Multi<ChoiceEvent> events = service.stream(served, call);
             boolean usage = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getIncludeUsage());
             boolean continuous = req.getStreamOptions() != null && Boolean.TRUE.equals(req.getStreamOptions().getContinuousUsageStats());
-            return Uni.createFrom().item(WireAnswer.stream(new StreamChunks(call, id, created, model, usage, continuous).chunks(events)));
+            return Uni.createFrom().item(Answer.stream(new StreamChunks(call, id, created, model, usage, continuous).chunks(events).map(Answer.Event::data)));
         }
         int bestOf = req.getBestOf() == null ? call.n() : req.getBestOf();
         if (bestOf > call.n()) {
@@ -72,10 +72,10 @@ public class CompletionsProtocol {
             CompletionCall wide = call.candidates(bestOf);
             return service.complete(served, wide).map(results -> {
                 int generated = results.stream().mapToInt(ChoiceResult::generatedTokens).sum();
-                return WireAnswer.json(response(call, best(results, bestOf, call.n()), id, created, model, generated));
+                return Answer.json(response(call, best(results, bestOf, call.n()), id, created, model, generated));
             });
         }
-        return service.complete(served, call).map(results -> WireAnswer.json(response(call, results, id, created, model, -1)));
+        return service.complete(served, call).map(results -> Answer.json(response(call, results, id, created, model, -1)));
     }
 
     /** For each prompt, the {@code n} of its {@code bestOf} candidates with the highest mean token log probability, best first. */
