@@ -1,5 +1,6 @@
 package dev.ortserve.service;
 
+import dev.ortserve.engine.DraftCheck;
 import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.engine.batching.ContinuousBatchingEngine;
 import dev.ortserve.engine.DecoderRunner;
@@ -131,7 +132,7 @@ final class ServedModelAssembler {
         }
         LoadedModel draft = ModelLoader.load(draftDir, configured.withRewrite(configured.rewrite().withPrecision(precision), configured.rewriteCache()),
                 draftDir.equals(dir) ? file : java.util.Optional.empty());
-        String mismatch = ContinuousBatchingEngine.checkDraft(model, draft);
+        String mismatch = DraftCheck.check(model, draft);
         if (mismatch != null) {
             draft.close();
             throw new ModelLoadException("ORTSERVE_SPECULATIVE_DRAFT_MODEL_PATH: " + mismatch);

@@ -238,11 +238,11 @@ class SpeculativeDecodingTest {
     @Test
     void aDraftModelWithAnotherTokenizerIsRefused() {
         try (LoadedModel other = ModelLoader.load(EngineTestSupport.REFERENCE, EngineOptions.defaults())) {
-            String why = ContinuousBatchingEngine.checkDraft(model, other);
+            String why = DraftCheck.check(model, other);
             assertTrue(why != null && why.contains(EngineTestSupport.REFERENCE.getFileName().toString()) && why.contains(model.directory().toString()), why);
         }
         try (LoadedModel same = int4Draft()) {
-            assertEquals(null, ContinuousBatchingEngine.checkDraft(model, same));
+            assertEquals(null, DraftCheck.check(model, same));
         }
     }
 

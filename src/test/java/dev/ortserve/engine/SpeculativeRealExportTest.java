@@ -134,7 +134,7 @@ class SpeculativeRealExportTest {
         Run expected = run(SpeculativeOptions.OFF, requests(false));
         SpeculativeOptions drafting = new SpeculativeOptions(4, false, 2, 4, 4);
         LoadedModel draft = ModelLoader.load(DIR.resolve("int4"), options); // the engine owns it from here and closes it
-        assertEquals(null, ContinuousBatchingEngine.checkDraft(model, draft));
+        assertEquals(null, DraftCheck.check(model, draft));
         try (ContinuousBatchingEngine engine = new ContinuousBatchingEngine(model, options.withSpeculative(drafting), r -> r, draft)) {
             List<GenerationRequest> requests = requests(false);
             List<List<Integer>> tokens = new ArrayList<>();

@@ -2,6 +2,7 @@ package dev.ortserve.engine.batching;
 
 import dev.ortserve.engine.DecoderRunner;
 import dev.ortserve.engine.DecoderSpec;
+import dev.ortserve.engine.DraftCheck;
 import dev.ortserve.engine.EngineListener;
 import dev.ortserve.engine.EngineOptions;
 import dev.ortserve.engine.EngineStepException;
@@ -14,7 +15,6 @@ import dev.ortserve.engine.TokenEvent;
 
 import dev.ortserve.engine.ForwardPass;
 import dev.ortserve.engine.runner.OrtDecoderRunner;
-import dev.ortserve.engine.kv.KvBuffers;
 import dev.ortserve.engine.kv.PendingKv;
 import dev.ortserve.engine.kv.PrefixCache;
 import dev.ortserve.engine.speculative.SpeculativeOptions;
@@ -34,9 +34,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * <ol>
  * <li>takes waiting sequences into free slots ({@link Scheduler}: admission queue, batch window),
  * looking up the longest cached prefix of each ({@link PrefixCache});</li>
- * <li>runs one decode step for all running rows in a single batched forward pass over the
- * batch's KV ({@link KvCache}: rows padded as the model's {@link dev.ortserve.engine.KvAlignment} says, present tensors fed back as the next past
- * without a copy);</li>
+ * <li>runs one decode step for all running rows over the batch's KV ({@link KvCache}: rows padded as the model's
+ * {@link dev.ortserve.engine.KvAlignment} says), as the KV's layout runs it ({@link KvSteps}: written in place, one pass
+ * per LoRA adapter or a speculative verification; or a present copied and adopted as the next past);</li>
  * <li>prefills waiting prompts within the prefill budget: prompts that fit whole share one
  * padded pass, longer ones (and those continuing a cached prefix) are prefilled alone in
  * chunks, so a long prompt never freezes running streams;</li>
@@ -58,12 +58,12 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     private final DecoderRunner runner;
     private final Scheduler scheduler;
     private final KvCache kv;
+    /** The passes whose shape depends on the KV's layout (in place or copying), picked once here. */
+    private final KvSteps kvSteps;
     private final Thread thread;
 
     private final AtomicInteger running = new AtomicInteger();
     private final AtomicLong steps = new AtomicLong();
-    private final AtomicLong draftTokens = new AtomicLong();
-    private final AtomicLong acceptedTokens = new AtomicLong();
     /** Speculative decoding, or OFF where the graph cannot verify drafts (the KV not written in place). */
     private final SpeculativeOptions speculative;
     /** The draft model, or null. */
@@ -84,7 +84,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
     }
 
     /**
-     * @param draft a draft model for speculative decoding (its tokenizer the model's: {@link #checkDraft}), owned by the engine
+     * @param draft a draft model for speculative decoding (its tokenizer the model's: {@link DraftCheck#check}), owned by the engine
      *              from here (closed with it); null for none
      */
     public ContinuousBatchingEngine(LoadedModel model, EngineOptions options, DecoderRunner.Decorator decorator, LoadedModel draft) {
@@ -107,23 +107,11 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 perToken, kvBudget / perToken,
                 prefix == null ? "prefix cache off" : String.format("prefix cache at most %,d bytes, evicted for running sequences", prefixBytes));
         this.kv = new KvCache(spec, model.environment(), prefix, options.kvInPlace(), scheduler::cacheRoom);
-        if (options.kvInPlace()) {
-            LOG.infof("KV in place: %s", kv.inPlace() ? "decode steps write each new position into the batch's buffers"
-                    : "not for this graph (no GroupQueryAttention); decode steps copy the past as before");
-        }
+        this.draft = draft == null ? null : new DraftModel(draft);
+        this.kvSteps = KvSteps.of(model, runner, kv, steps, () -> listener, options, this.draft);
         // a verification pass writes a row's drafted positions into its own part of the batch's buffers and takes back the
         // rejected ones by its length alone: that needs the KV written in place (right-padded rows)
-        this.speculative = kv.inPlace() ? options.speculative() : SpeculativeOptions.OFF;
-        this.draft = draft == null ? null : new DraftModel(draft);
-        if (options.speculative().enabled()) {
-            SpeculativeOptions o = options.speculative();
-            LOG.infof("Speculative decoding: %s", kv.inPlace()
-                    ? String.format("up to %d draft tokens per pass from predicted outputs%s%s, while the batch has at most %d row(s)",
-                            o.numSpeculativeTokens(), draft == null ? "" : ", the draft model " + draft.directory() + " (" + String.join(", ", draft.rewrites()) + ")",
-                            o.promptLookup() ? String.format(" %s prompt lookup (%d-%d tokens)", draft == null ? "and" : "or", o.promptLookupMin(),
-                                    o.promptLookupMax()) : "", o.maxBatch())
-                    : "off for this graph (its KV is not written in place: no GroupQueryAttention, or kv-in-place off)");
-        }
+        this.speculative = kvSteps.rowsRunAlone() ? options.speculative() : SpeculativeOptions.OFF;
         this.thread = new Thread(this::loop, "ortserve-engine");
         this.thread.setDaemon(true);
         this.thread.start();
@@ -175,12 +163,12 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
 
     /** Draft tokens verified so far (speculative decoding: predicted outputs and prompt lookup). */
     public long draftTokens() {
-        return draftTokens.get();
+        return kvSteps.draftTokens();
     }
 
     /** Draft tokens the model accepted so far. */
     public long acceptedDraftTokens() {
-        return acceptedTokens.get();
+        return kvSteps.acceptedDraftTokens();
     }
 
     /** Requests failed unstarted for waiting longer than the queue timeout ({@link EngineOptions#queueTimeout()}). */
@@ -208,7 +196,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
      * buffers, which needs the KV written in place (GroupQueryAttention graphs).
      */
     public boolean runsAdapters() {
-        return kv.inPlace();
+        return kvSteps.rowsRunAlone();
     }
 
     @Override
@@ -240,28 +228,6 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (draft != null) draft.close();
     }
 
-    /**
-     * Whether {@code draft} can draft for {@code model}: the same tokenizer (the same vocabulary size and the same ids for a
-     * probe text), KV written in place (GroupQueryAttention), no more logits; null when it can, else why not (naming both).
-     */
-    public static String checkDraft(LoadedModel model, LoadedModel draft) {
-        String probe = "Speculative decoding: def f(x):\n    return {\"a\": [1, 2.5e3]} # ünïcödé 漢字 🙂";
-        int a = model.tokenizer().vocabSize(), b = draft.tokenizer().vocabSize();
-        if (a != b) return "the draft model " + draft.directory() + " has a vocabulary of " + b + " tokens, the served model " + model.directory() + " " + a;
-        if (!java.util.Arrays.equals(model.tokenizer().encode(probe), draft.tokenizer().encode(probe))) {
-            return "the draft model " + draft.directory() + " tokenizes text differently from the served model " + model.directory();
-        }
-        if (draft.spec().alignment() != dev.ortserve.engine.KvAlignment.START) {
-            return "the draft model " + draft.directory() + " does not run GroupQueryAttention (its attention was not rewritten on load):"
-                    + " a draft keeps its KV in place, as the served model " + model.directory() + " does";
-        }
-        if (draft.spec().vocabSize() > model.spec().vocabSize()) {
-            return "the draft model " + draft.directory() + " has " + draft.spec().vocabSize() + " logits, more than the served model's "
-                    + model.spec().vocabSize();
-        }
-        return null;
-    }
-
     // ------------------------------------------------------------------ the loop
 
     private void loop() {
@@ -272,7 +238,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             List<Sequence> joining = List.of();
             try {
                 for (Sequence s : taken) start(s);
-                if (!rows.isEmpty()) decodeStep();
+                if (!rows.isEmpty()) rows = kvSteps.decode(rows);
                 joining = prefill();
                 if (joining.isEmpty() && rows.stream().noneMatch(Sequence::done)) continue;
                 rows = kv.repack(rows, joining);
@@ -297,179 +263,9 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
         if (prefix == null || s.hold == null) return;
         int reuse = PrefixCache.reusable(s.hold, s.prompt.length);
         if (reuse > 0) {
-            // in place: into the sequence's own buffers, which its prefill chunks then write on
-            s.pending = kv.inPlace() ? prefix.assemble(s.hold, reuse, kv.spanFor(s.prompt.length, s.maxPositions())) : prefix.assemble(s.hold, reuse);
+            s.pending = kvSteps.assemble(prefix, s, reuse);
             s.length = reuse;
             s.cachedTokens = reuse;
-        }
-    }
-
-    /** One batched decode step for every running row. */
-    private void decodeStep() throws OrtException {
-        if (kv.inPlace()) {
-            decodeStepInPlace();
-            return;
-        }
-        int b = rows.size();
-        long started = System.nanoTime();
-        List<ForwardPass.Row> in = new ArrayList<>(b);
-        for (Sequence s : rows) in.add(ForwardPass.Row.decode(s.lastToken, s.length));
-        ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.length(), kv.keys(), kv.values());
-        long forwardStart = System.nanoTime();
-        DecoderRunner.Forward out = runner.run(pass);
-        long forward = System.nanoTime() - forwardStart;
-        steps.incrementAndGet();
-        kv.adopt(out, pass.totalLength());
-        listener.stepped(b, (long) b * pass.totalLength(), (long) options.maxSequences() * spec.maxModelLen());
-        sampleRows(out, b);
-        listener.decoded(b, forward, System.nanoTime() - started);
-    }
-
-    /**
-     * A decode step that writes into the batch's buffers ({@link KvCache}, in place): the pass's past
-     * is the whole buffer and its mask spans it, each row's mask sums to its own length plus one.
-     */
-    private void decodeStepInPlace() throws OrtException {
-        if (!kv.hasRoomForStep()) rows = kv.repack(rows, List.of()); // the buffers grow (rows done by now leave)
-        int b = rows.size();
-        if (b == 0) return;
-        if (speculative.enabled() && b <= speculative.maxBatch() && speculativeStep()) return;
-        if (draft != null && b > speculative.maxBatch()) {
-            for (Sequence s : rows) if (s.drafter != null) s.drafter.close(); // not drafting now: the draft model's KV is let go
-        }
-        long started = System.nanoTime(), forward = 0;
-        // one pass per LoRA adapter (onnxruntime applies one adapter set per run): the repack keeps each adapter's rows
-        // together, so each pass runs over its own contiguous part of the batch's buffers; one pass when all share one
-        for (int from = 0; from < b; ) {
-            int to = from + 1;
-            while (to < b && rows.get(to).adapter == rows.get(from).adapter) to++;
-            forward += decodeRows(from, to, b);
-            from = to;
-        }
-        kv.advance();
-        listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
-        listener.decoded(b, forward, System.nanoTime() - started);
-    }
-
-    /**
-     * One in-place decode pass for rows {@code from} to {@code to - 1} (one adapter's) of the batch's {@code b}; returns its
-     * forward time. A pass that runs out of memory (the JVM's direct memory, or onnxruntime's allocator) is retried as two
-     * passes of half the rows each (each row writes only its own part of the buffers, so a retry rewrites the same
-     * positions), down to one row: only a row that fails alone fails, never the batch.
-     */
-    private long decodeRows(int from, int to, int b) throws OrtException {
-        List<ForwardPass.Row> in = new ArrayList<>(to - from);
-        for (int r = from; r < to; r++) in.add(ForwardPass.Row.decode(rows.get(r).lastToken, rows.get(r).length));
-        Throwable outOfMemory = null;
-        long forward = 0;
-        try (KvBuffers.View view = kv.rows(from, to - from, b)) {
-            ForwardPass pass = ForwardPass.of(spec.alignment(), in, kv.span() - 1, view.keys(), view.values()).withPresentInPast()
-                    .withAdapter(rows.get(from).adapter);
-            long forwardStart = System.nanoTime();
-            DecoderRunner.Forward out = null;
-            try {
-                out = runner.run(pass);
-            } catch (OutOfMemoryError | OrtException e) {
-                if (!outOfMemory(e)) throw e;
-                outOfMemory = e;
-            }
-            if (out != null) {
-                try (DecoderRunner.Forward result = out) {
-                    forward = System.nanoTime() - forwardStart;
-                    steps.incrementAndGet();
-                    float[] logits = new float[result.vocabSize()];
-                    for (int r = from; r < to; r++) {
-                        Sequence s = rows.get(r);
-                        result.lastLogits(r - from, logits);
-                        s.length++;
-                        s.onLogits(logits);
-                    }
-                }
-                return forward;
-            }
-        }
-        if (to - from == 1) {
-            LOG.warnf("A decode pass of one sequence ran out of memory (%s); failing that sequence, the batch goes on", outOfMemory.getMessage());
-            rows.get(from).fail(new EngineStepException("The server ran out of memory for this sequence: " + outOfMemory.getMessage(), outOfMemory));
-            return 0;
-        }
-        LOG.warnf("A decode pass of %d rows ran out of memory (%s); retrying as two passes of fewer rows", to - from, outOfMemory.getMessage());
-        int mid = (from + to) >>> 1;
-        return decodeRows(from, mid, b) + decodeRows(mid, to, b);
-    }
-
-    /** A failure to allocate: the JVM's direct memory, or onnxruntime's allocator (its arena's or the C++ runtime's). */
-    static boolean outOfMemory(Throwable e) {
-        if (e instanceof OutOfMemoryError) return true;
-        String m = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
-        return m.contains("failed to allocate") || m.contains("bad_alloc") || m.contains("out of memory");
-    }
-
-    /**
-     * Speculative decoding (in place): each row with a draft ({@link Sequence#draft}) is fed its last token and the draft
-     * in a pass of its own over its part of the batch's buffers, which writes their positions in place; the logits of
-     * every column are sampled in order, as long as each sampled token is the drafted one ({@link Sequence#verify}), and
-     * the row's length takes back the positions past the last accepted one (the next pass overwrites them; nothing past
-     * a row's length enters the prefix cache). Rows without a draft get a pass of one token. False when no row has a
-     * draft: nothing ran, the batched decode step runs instead.
-     */
-    private boolean speculativeStep() throws OrtException {
-        int b = rows.size();
-        int[][] drafts = new int[b][];
-        boolean any = false;
-        for (int r = 0; r < b; r++) {
-            Sequence s = rows.get(r);
-            // positions after the last token's: within the buffers (rounded up past the longest row) and the context
-            int room = Math.min(kv.span(), spec.maxModelLen()) - s.length - 1;
-            drafts[r] = s.draft(room);
-            any |= drafts[r].length > 0;
-        }
-        if (!any) return false;
-        long started = System.nanoTime(), forward = 0;
-        float[] logits = null;
-        int longest = 0;
-        for (int r = 0; r < b; r++) {
-            Sequence s = rows.get(r);
-            if (!s.done()) {
-                int[] draft = drafts[r];
-                int[] tokens = new int[draft.length + 1];
-                tokens[0] = s.lastToken;
-                System.arraycopy(draft, 0, tokens, 1, draft.length);
-                try (KvBuffers.View view = kv.row(r, b)) {
-                    ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(tokens, 0, tokens.length, s.length)),
-                            kv.span() - tokens.length, view.keys(), view.values()).withPresentInPast().withLogitColumns(tokens.length)
-                            .withAdapter(s.adapter);
-                    long forwardStart = System.nanoTime();
-                    try (DecoderRunner.Forward out = runner.run(pass)) {
-                        forward += System.nanoTime() - forwardStart;
-                        steps.incrementAndGet();
-                        if (logits == null) logits = new float[out.vocabSize()];
-                        long draftedBefore = s.drafter == null ? 0 : s.drafter.drafted();
-                        long acceptedBefore = s.drafter == null ? 0 : s.drafter.accepted();
-                        s.length += s.verify(out, draft, logits);
-                        if (s.drafter != null) {
-                            draftTokens.addAndGet(s.drafter.drafted() - draftedBefore);
-                            acceptedTokens.addAndGet(s.drafter.accepted() - acceptedBefore);
-                        }
-                    }
-                }
-            }
-            longest = Math.max(longest, s.length);
-        }
-        kv.advanceTo(longest);
-        listener.stepped(b, (long) b * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
-        listener.decoded(b, forward, System.nanoTime() - started);
-        return true;
-    }
-
-    /** Each decoded row takes its last position's logits: one more token in its sequence. */
-    private void sampleRows(DecoderRunner.Forward out, int b) {
-        float[] logits = new float[out.vocabSize()];
-        for (int r = 0; r < b; r++) {
-            Sequence s = rows.get(r);
-            out.lastLogits(r, logits);
-            s.length++;
-            s.onLogits(logits);
         }
     }
 
@@ -506,7 +302,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
             int n = Math.min(budget, s.prompt.length - s.length);
             budget -= n;
             try {
-                prefillChunk(s, n);
+                kvSteps.prefillChunk(s, n);
             } catch (OrtException | RuntimeException e) {
                 // a prompt the model cannot run fails alone; the batch and the other prompts go on
                 LOG.error("Prefill failed for one sequence", e);
@@ -565,52 +361,6 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 group.get(r).onLogits(logits);
             }
             return true;
-        }
-    }
-
-    /** The next {@code n} prompt tokens of one sequence over its own past. */
-    private void prefillChunk(Sequence s, int n) throws OrtException {
-        if (kv.inPlace()) {
-            prefillChunkInPlace(s, n);
-            return;
-        }
-        PendingKv past = s.pending;
-        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length, s.images)), s.length,
-                past == null ? null : past.keys, past == null ? null : past.values).withAdapter(s.adapter);
-        DecoderRunner.Forward out = runner.run(pass);
-        steps.incrementAndGet();
-        s.closePending();
-        s.pending = PendingKv.fromPresent(out, spec.layers(), 0, pass.totalLength(), new PendingKv.Holder(out, 1));
-        s.length = pass.totalLength();
-        if (s.length == s.prompt.length) {
-            float[] logits = new float[out.vocabSize()];
-            out.lastLogits(0, logits);
-            s.onLogits(logits);
-        }
-    }
-
-    /**
-     * The next {@code n} prompt tokens of one sequence, written in place into buffers of its own that hold its whole
-     * prompt (and room to decode, as the batch's rows have): the pass binds them as its past and its present, as a decode
-     * step binds the batch's (a row of one: onnxruntime's CPU GroupQueryAttention takes several new tokens after a past
-     * only then). So a chunk never holds the past it reads beside a present it writes, and the join copies the prompt's
-     * KV into the batch layer by layer, freeing each of these layers as it goes ({@link KvCache#repack}).
-     */
-    private void prefillChunkInPlace(Sequence s, int n) throws OrtException {
-        PendingKv own = s.pending;
-        if (own == null) s.pending = own = PendingKv.allocate(model.environment(), spec, kv.spanFor(s.prompt.length, s.maxPositions()));
-        // a cached prefix was assembled into own buffers of this span (start); a batched prefill finishes its prompts
-        if (!own.own()) throw new IllegalStateException("a prefill chunk in place over a past that is not the sequence's own");
-        ForwardPass pass = ForwardPass.of(spec.alignment(), List.of(new ForwardPass.Row(s.prompt, s.length, n, s.length, s.images)), own.span - n,
-                own.keys, own.values).withPresentInPast().withAdapter(s.adapter);
-        try (DecoderRunner.Forward out = runner.run(pass)) {
-            steps.incrementAndGet();
-            s.length += n;
-            if (s.length == s.prompt.length) {
-                float[] logits = new float[out.vocabSize()];
-                out.lastLogits(0, logits);
-                s.onLogits(logits);
-            }
         }
     }
 
