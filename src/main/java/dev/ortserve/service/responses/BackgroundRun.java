@@ -21,6 +21,12 @@ public interface BackgroundRun {
     /** Whether this replica has stored the run's end itself. */
     boolean finishedHere();
 
+    /**
+     * Whether the run has asked the store to record its end (true before the store answers: a lease renewal that finds
+     * the run ended in that moment found this end, not another party's).
+     */
+    boolean finishing();
+
     /** Whether another replica (a cancel, a lapse) ended the run first. */
     boolean endedElsewhere();
 

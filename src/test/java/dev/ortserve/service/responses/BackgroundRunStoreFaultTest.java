@@ -84,6 +84,32 @@ class BackgroundRunStoreFaultTest {
         held.completeExceptionally(new StoreUnavailableException("connection closed", null));
         waitFor(() -> runs.running() == 0, "the replica forgot the run");
         assertEquals("completed", store.runState(run.id).await().indefinitely().status());
+        // a follower gets the stream's end from the stored record, typed as that record ended (was response.failed)
+        StoredResponse stored = store.get(run.id, "").await().indefinitely();
+        List<ResponseEvent> followed = runs.follow(stored, -1).collect().asList().await().atMost(Duration.ofSeconds(10))
+                .stream().flatMap(List::stream).toList();
+        assertEquals(List.of("response.created", "response.completed"), followed.stream().map(ResponseEvent::type).toList());
+        assertEquals("completed", MAPPER.readTree(followed.get(1).data()).at("/response/status").asText());
+    }
+
+    @Test
+    void aRenewalThatFindsTheRunsOwnEndLetsItWriteItsTerminalEvent() throws Exception {
+        TestRun run = new TestRun();
+        runs.start(run).await().indefinitely();
+        run.emit("response.created");
+        waitFor(() -> store.events(run.id, -1, 10).await().indefinitely().size() == 1, "the first event is stored");
+        // the run's end is stored; before its answer reaches the run, a lease renewal finds the run ended (the soak of
+        // 2026-12-03 logged 49 runs "ended elsewhere" this way: they stopped, and their terminal event was never written)
+        run.finishing = true;
+        store.finishRun(new StoredResponse(run.id, null, "", run.response("completed"), MAPPER.createArrayNode()), null, false).await().indefinitely();
+        int ended = store.renewalsEnded.get();
+        waitFor(() -> store.renewalsEnded.get() > ended, "a renewal found the run ended");
+        run.finishedHere = true;
+        run.emit("response.completed");
+        run.events.onComplete();
+        waitFor(() -> runs.running() == 0, "the replica forgot the run");
+        List<StoredEvent> events = store.events(run.id, -1, 10).await().indefinitely();
+        assertEquals(List.of("response.created", "response.completed"), events.stream().map(e -> ResponseEvent.of(e.event()).type()).toList());
     }
 
     @Test
@@ -135,6 +161,7 @@ class BackgroundRunStoreFaultTest {
         final String id = ResponseIds.newConversation();
         final UnicastProcessor<List<ResponseEvent>> events = UnicastProcessor.create();
         volatile boolean finishedHere;
+        volatile boolean finishing;
 
         ObjectNode response(String status) {
             return MAPPER.createObjectNode().put("id", id).put("object", "response").put("status", status).put("background", true);
@@ -145,6 +172,7 @@ class BackgroundRunStoreFaultTest {
         }
 
         void finishHere() {
+            finishing = true;
             finishedHere = store.finishRun(new StoredResponse(id, null, "", response("completed"), MAPPER.createArrayNode()), null, false)
                     .await().indefinitely();
             emit("response.completed");
@@ -172,6 +200,11 @@ class BackgroundRunStoreFaultTest {
         }
 
         @Override
+        public boolean finishing() {
+            return finishing;
+        }
+
+        @Override
         public boolean endedElsewhere() {
             return false;
         }
@@ -196,6 +229,8 @@ class BackgroundRunStoreFaultTest {
         final ResponseStore inner;
         final AtomicBoolean down = new AtomicBoolean();
         final AtomicBoolean appendHeld = new AtomicBoolean();
+        /** Lease renewals that answered "the run has ended". */
+        final java.util.concurrent.atomic.AtomicInteger renewalsEnded = new java.util.concurrent.atomic.AtomicInteger();
         private final AtomicReference<CompletableFuture<Void>> nextAppend = new AtomicReference<>();
 
         ArmedStore(ResponseStore inner) {
@@ -260,7 +295,9 @@ class BackgroundRunStoreFaultTest {
 
         @Override
         public Uni<Integer> renewRun(String id, String status, Duration lease) {
-            return up(inner.renewRun(id, status, lease));
+            return up(inner.renewRun(id, status, lease)).invoke(answer -> {
+                if (answer == -1) renewalsEnded.incrementAndGet();
+            });
         }
 
         @Override

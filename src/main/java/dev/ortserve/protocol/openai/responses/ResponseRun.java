@@ -49,6 +49,8 @@ public final class ResponseRun implements BackgroundRun {
     private volatile boolean endedElsewhere;
     /** A background run whose final record this replica wrote (its terminal event may still be on its way to the store). */
     private volatile boolean finishedHere;
+    /** A background run that asked the store to record its end (the answer may still be on its way). */
+    private volatile boolean finishing;
 
     ResponseRun(ResponseDraft draft, Multi<ChoiceEvent> events, OutputParsers parsers, ObjectMapper mapper, Conversations conversations,
                 String owner, ArrayNode input, java.util.function.ToIntFunction<String> tokenCount, int promptTokens) {
@@ -113,6 +115,7 @@ public final class ResponseRun implements BackgroundRun {
         if (!draft.store) return Uni.createFrom().voidItem();
         if (draft.background) {
             // the run ends once: a cancel or a lapsed lease may have ended it already
+            finishing = true;
             return conversations.finishRun(new StoredResponse(draft.id, draft.previousResponseId(), owner, response, input)).invoke(won -> {
                         endedElsewhere = !won;
                         finishedHere = won;
@@ -169,6 +172,11 @@ public final class ResponseRun implements BackgroundRun {
     @Override
     public boolean finishedHere() {
         return finishedHere;
+    }
+
+    @Override
+    public boolean finishing() {
+        return finishing;
     }
 
     /** The record a background run is stored with before it starts. */
