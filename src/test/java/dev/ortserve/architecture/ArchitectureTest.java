@@ -82,6 +82,17 @@ class ArchitectureTest {
     }
 
     @Test
+    void theChatProtocolsStartTheirTurnsThroughTheOneEntry() {
+        // a chat turn's model is resolved, held, checked against the turn, rendered and admitted by ChatTurns.run: a chat
+        // protocol maps its request onto a ChatTurnSpec and the started turn onto its answer (Responses and completions
+        // still reach the host themselves: truncation renders before the turn, completions has no chat turn)
+        noClasses().that().resideInAnyPackage("dev.ortserve.protocol.openai.chat..", "dev.ortserve.protocol.anthropic..")
+                .should().dependOnClassesThat().haveFullyQualifiedName("dev.ortserve.service.GenerationModelHost")
+                .because("a chat protocol is a mapper: the service owns the turn (ChatTurns.run)")
+                .check(classes);
+    }
+
+    @Test
     void eachProtocolIsItsOwnHome() {
         // Anthropic's Messages API shares the services' chat turn with chat completions, never the OpenAI protocol classes
         noClasses().that().resideInAPackage("dev.ortserve.protocol.anthropic..")

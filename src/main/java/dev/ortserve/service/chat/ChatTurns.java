@@ -6,6 +6,7 @@ import dev.ortserve.image.PixelValues;
 import dev.ortserve.service.ImageInput;
 import dev.ortserve.service.worker.OffIoThread;
 import dev.ortserve.service.VisionInput;
+import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -16,6 +17,7 @@ import dev.ortserve.service.generation.SamplingRequest;
 import dev.ortserve.service.prompt.ChatPromptRenderer;
 import io.smallrye.mutiny.Uni;
 import jakarta.enterprise.context.ApplicationScoped;
+import jakarta.inject.Inject;
 
 import java.util.List;
 import java.util.function.Function;
@@ -26,6 +28,39 @@ import java.util.function.Function;
  */
 @ApplicationScoped
 public class ChatTurns {
+
+    @Inject
+    GenerationModelHost host;
+
+    /** Checks the request's model name before anything else is done with the request (404 model_not_found). */
+    public void requireModel(String model) {
+        host.requireModel(model);
+    }
+
+    /**
+     * The one entry of a chat turn, for every chat protocol: the model {@code model} names, loaded and held (its
+     * {@code keepAlive} applied), from its load until {@code answer} is ready; {@code spec} maps the request onto that
+     * model; the turn prepared from it ({@link #prepare}: images, tools and their parser, the grammar, a reasoning
+     * budget), its prompt rendered and its call built ({@link #start}); {@code answer} streams or completes the call.
+     */
+    public <T> Uni<T> run(String model, String keepAlive, Function<ServedModel, ChatTurnSpec> spec, Function<StartedTurn, Uni<T>> answer) {
+        return host.using(model, keepAlive, served -> {
+            ChatTurnSpec s = spec.apply(served);
+            return start(prepare(served, s), s.prompt(), s.sampling(), s.n(), s.promptParam()).flatMap(answer::apply);
+        });
+    }
+
+    /** How many tokens {@link #run} would give the prompt {@code spec} asks for (Messages' count_tokens), the model held meanwhile. */
+    public Uni<Integer> promptTokens(String model, Function<ServedModel, ChatTurnSpec> spec) {
+        return host.using(model, served -> {
+            ChatTurnSpec s = spec.apply(served);
+            return promptTokens(prepare(served, s), s.prompt(), s.promptParam());
+        });
+    }
+
+    private ChatTurn prepare(ServedModel served, ChatTurnSpec spec) {
+        return spec.thinkingBudget() == null ? prepare(served, spec.request()) : prepare(served, spec.request(), spec.thinkingBudget(), spec.budgetParam());
+    }
 
     /**
      * The one start of a chat turn: the prompt rendered (on a worker thread when the request brings its own template),

@@ -35,12 +35,12 @@ import dev.ortserve.wire.model.AnthropicToolUseBlockParam;
 import dev.ortserve.wire.model.AnthropicUsage;
 import dev.ortserve.wire.union.AnthropicContent;
 import dev.ortserve.wire.union.AnthropicSystem;
-import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
-import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.ImageInput;
+import dev.ortserve.service.chat.ChatTurnSpec;
 import dev.ortserve.service.chat.ChatTurns;
+import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
 import dev.ortserve.service.generation.ChoiceResult;
@@ -74,9 +74,6 @@ import java.util.UUID;
 public class MessagesProtocol {
 
     @Inject
-    GenerationModelHost host;
-
-    @Inject
     CompletionService service;
 
     @Inject
@@ -85,40 +82,56 @@ public class MessagesProtocol {
     @Inject
     ObjectMapper mapper;
 
-    /** A request as the chat turn and the template take it. */
-    private record Conversation(ChatTurn turn, ChatPromptRenderer.Request prompt, boolean oneCall) {
+    /** A request as the chat turn and the template take it: the turn, a reasoning budget or none, the messages. */
+    private record Conversation(ChatTurnRequest turn, Integer budget, ChatPromptRenderer.Request prompt) {
     }
 
     public Uni<Answer> create(AnthropicCreateMessageRequest req) {
-        host.requireModel(req.getModel());
+        turns.requireModel(req.getModel());
         Integer budget = req.getThinking() instanceof AnthropicThinkingEnabled on ? on.getBudgetTokens() : null;
         if (budget != null && budget >= req.getMaxTokens()) {
             throw new InvalidRequestException("thinking.budget_tokens", "'thinking.budget_tokens' (" + budget + ") must be less than 'max_tokens' ("
                     + req.getMaxTokens() + ").");
         }
-        return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served));
+        return turns.run(req.getModel(), req.getKeepAlive(), served -> spec(req, served), started -> answer(req, started));
     }
 
-    private Uni<Answer> create(AnthropicCreateMessageRequest req, ServedModel served) {
+    private ChatTurnSpec spec(AnthropicCreateMessageRequest req, ServedModel served) {
         Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), true);
-        List<String> stops = req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
         int context = served.contextLength();
-        return turns.start(c.turn(), c.prompt(), prompt -> {
+        return new ChatTurnSpec(c.turn(), c.budget(), "thinking.budget_tokens", c.prompt(), prompt -> {
             // max_tokens is a cap (Claude Code asks for 32000 whatever the model): lowered to what the context leaves
             int maxTokens = Math.max(1, Math.min(req.getMaxTokens(), context - prompt.tokenIds().length));
             return SamplingRequest.builder().temperature(req.getTemperature()).topP(req.getTopP())
-                    .topK(req.getTopK()).maxTokens(maxTokens, "max_tokens").stop(stops);
-        }, 1, "messages").flatMap(started -> {
-            CompletionCall call = started.call();
-            String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
-            if (Boolean.TRUE.equals(req.getStream())) {
-                MessageEvents events = new MessageEvents(id, served.id(), promptTokens(call), c.turn().parsers(), c.oneCall(), stops,
-                        omitsThinking(req.getThinking()));
-                return Uni.createFrom().item(Answer.stream(events.of(service.stream(served, call))));
-            }
-            return service.complete(served, call).map(results -> Answer.json(message(id, served.id(), call, results.get(0), c.turn().parsers(), c.oneCall(), stops,
-                    omitsThinking(req.getThinking()))));
-        });
+                    .topK(req.getTopK()).maxTokens(maxTokens, "max_tokens").stop(stops(req));
+        }, 1, "messages");
+    }
+
+    private Uni<Answer> answer(AnthropicCreateMessageRequest req, StartedTurn started) {
+        ServedModel served = started.served();
+        CompletionCall call = started.call();
+        List<String> stops = stops(req);
+        boolean oneCall = oneCall(req.getToolChoice());
+        String id = "msg_" + UUID.randomUUID().toString().replace("-", "");
+        if (Boolean.TRUE.equals(req.getStream())) {
+            MessageEvents events = new MessageEvents(id, served.id(), promptTokens(call), started.parsers(), oneCall, stops,
+                    omitsThinking(req.getThinking()));
+            return Uni.createFrom().item(Answer.stream(events.of(service.stream(served, call))));
+        }
+        return service.complete(served, call).map(results -> Answer.json(message(id, served.id(), call, results.get(0), started.parsers(), oneCall, stops,
+                omitsThinking(req.getThinking()))));
+    }
+
+    private static List<String> stops(AnthropicCreateMessageRequest req) {
+        return req.getStopSequences() == null || req.getStopSequences().isEmpty() ? null : List.copyOf(req.getStopSequences());
+    }
+
+    /** {@code disable_parallel_tool_use}: at most one tool call in the answer. */
+    private static boolean oneCall(AnthropicToolChoice toolChoice) {
+        if (toolChoice instanceof AnthropicToolChoiceAny any) return Boolean.TRUE.equals(any.getDisableParallelToolUse());
+        if (toolChoice instanceof AnthropicToolChoiceTool tool) return Boolean.TRUE.equals(tool.getDisableParallelToolUse());
+        if (toolChoice instanceof AnthropicToolChoiceAuto auto) return Boolean.TRUE.equals(auto.getDisableParallelToolUse());
+        return false;
     }
 
     /** {@code thinking.display: omitted}: thinking blocks are sent with empty text. */
@@ -130,11 +143,11 @@ public class MessagesProtocol {
 
     /** The tokens of the prompt {@link #create} would render for the same conversation, tools included. */
     public Uni<AnthropicCountTokensResponse> countTokens(AnthropicCountTokensRequest req) {
-        host.requireModel(req.getModel());
-        return host.using(req.getModel(), served -> {
+        turns.requireModel(req.getModel());
+        return turns.promptTokens(req.getModel(), served -> {
             Conversation c = conversation(served, req.getSystem(), req.getMessages(), req.getTools(), req.getToolChoice(), req.getThinking(), false);
-            return turns.promptTokens(c.turn(), c.prompt(), "messages").map(tokens -> new AnthropicCountTokensResponse().inputTokens(tokens));
-        });
+            return new ChatTurnSpec(c.turn(), c.prompt(), prompt -> SamplingRequest.builder(), 1, "messages");
+        }).map(tokens -> new AnthropicCountTokensResponse().inputTokens(tokens));
     }
 
     private Conversation conversation(ServedModel served, AnthropicSystem system, List<AnthropicInputMessage> messages, List<AnthropicTool> tools,
@@ -142,18 +155,13 @@ public class MessagesProtocol {
         boolean hasTools = tools != null && !tools.isEmpty();
         ChatTurnRequest.ToolChoice choice = ChatTurnRequest.ToolChoice.AUTO;
         String forced = null;
-        boolean oneCall = false;
-        if (toolChoice instanceof AnthropicToolChoiceAny any) {
+        if (toolChoice instanceof AnthropicToolChoiceAny) {
             choice = ChatTurnRequest.ToolChoice.REQUIRED;
-            oneCall = Boolean.TRUE.equals(any.getDisableParallelToolUse());
         } else if (toolChoice instanceof AnthropicToolChoiceTool tool) {
             choice = ChatTurnRequest.ToolChoice.FUNCTION;
             forced = tool.getName();
-            oneCall = Boolean.TRUE.equals(tool.getDisableParallelToolUse());
         } else if (toolChoice instanceof AnthropicToolChoiceNone) {
             choice = ChatTurnRequest.ToolChoice.NONE;
-        } else if (toolChoice instanceof AnthropicToolChoiceAuto auto) {
-            oneCall = Boolean.TRUE.equals(auto.getDisableParallelToolUse());
         }
         if (!hasTools && (choice == ChatTurnRequest.ToolChoice.REQUIRED || choice == ChatTurnRequest.ToolChoice.FUNCTION)) {
             throw new InvalidRequestException("tool_choice", "'tool_choice' '" + (forced == null ? "any" : "tool") + "' needs 'tools'.");
@@ -187,10 +195,9 @@ public class MessagesProtocol {
             }
         }
         ChatTurnRequest turnRequest = new ChatTurnRequest(templateTools, schemas, choice, forced, null, images);
-        ChatTurn turn = generate && thinking instanceof AnthropicThinkingEnabled on
-                ? turns.prepare(served, turnRequest, on.getBudgetTokens(), "thinking.budget_tokens")
-                : turns.prepare(served, turnRequest);
-        if (thinking instanceof AnthropicThinkingEnabled && served.reasoningParser() == null) {
+        // a turn that generates thinks within its budget, which the service checks against the model's reasoning parser
+        Integer budget = generate && thinking instanceof AnthropicThinkingEnabled on ? on.getBudgetTokens() : null;
+        if (!generate && thinking instanceof AnthropicThinkingEnabled && served.reasoningParser() == null) {
             throw new InvalidRequestException("thinking", "This model has no reasoning parser configured, so it cannot think "
                     + "(set ortserve.reasoning-parser for a reasoning model).");
         }
@@ -198,7 +205,7 @@ public class MessagesProtocol {
         Map<String, Object> kwargs = Map.of("enable_thinking", thinks);
         ChatPromptRenderer.Request prompt = new ChatPromptRenderer.Request(templateMessages, templateTools, null,
                 true, false, kwargs, null);
-        return new Conversation(turn, prompt, oneCall);
+        return new Conversation(turnRequest, budget, prompt);
     }
 
     /** The names the conversation's tool_reference blocks load; each must be one of the request's tools. */

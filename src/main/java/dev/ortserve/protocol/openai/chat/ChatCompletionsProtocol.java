@@ -25,12 +25,11 @@ import dev.ortserve.config.OrtserveConfig;
 import dev.ortserve.protocol.openai.PredictedOutputs;
 import dev.ortserve.protocol.openai.Usages;
 import dev.ortserve.protocol.Answer;
-import dev.ortserve.service.GenerationModelHost;
 import dev.ortserve.service.ServedModel;
-import dev.ortserve.service.chat.ChatTurn;
 import dev.ortserve.service.chat.StartedTurn;
 import dev.ortserve.service.chat.ChatTurnRequest;
 import dev.ortserve.service.ImageInput;
+import dev.ortserve.service.chat.ChatTurnSpec;
 import dev.ortserve.service.chat.ChatTurns;
 import dev.ortserve.service.error.InvalidRequestException;
 import dev.ortserve.service.error.UnsupportedParameterException;
@@ -68,9 +67,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 public class ChatCompletionsProtocol {
 
     @Inject
-    GenerationModelHost host;
-
-    @Inject
     CompletionService service;
 
     @Inject
@@ -83,7 +79,7 @@ public class ChatCompletionsProtocol {
     ObjectMapper mapper;
 
     public Uni<Answer> create(CreateChatCompletionRequest req) {
-        host.requireModel(req.getModel());
+        turns.requireModel(req.getModel());
         refuseUnsupported(req);
         boolean hasTools = req.getTools() != null && !req.getTools().isEmpty();
         ToolChoice.Mode choice = req.getToolChoice() == null ? ToolChoice.Mode.AUTO : req.getToolChoice().mode();
@@ -102,10 +98,11 @@ public class ChatCompletionsProtocol {
             throw new InvalidRequestException("top_logprobs", "'top_logprobs' needs 'logprobs' set to true.");
         }
         // what needs the model (its parsers, its grammars, its template) once it is loaded
-        return host.using(req.getModel(), req.getKeepAlive(), served -> create(req, served, hasTools, choice, n));
+        return turns.run(req.getModel(), req.getKeepAlive(), served -> spec(req, hasTools, choice, n), started -> generate(req, started));
     }
 
-    private Uni<Answer> create(CreateChatCompletionRequest req, ServedModel served, boolean hasTools, ToolChoice.Mode choice, int n) {
+    /** The turn the request asks for, as the service takes it. */
+    private ChatTurnSpec spec(CreateChatCompletionRequest req, boolean hasTools, ToolChoice.Mode choice, int n) {
         List<Map<String, Object>> tools = hasTools ? mapper.convertValue(req.getTools(), new TypeReference<List<Map<String, Object>>>() { }) : null;
         Map<String, Map<String, Object>> schemas = new LinkedHashMap<>();
         if (hasTools) {
@@ -114,14 +111,14 @@ public class ChatCompletionsProtocol {
         }
         List<ImageInput> images = new ArrayList<>();
         List<Map<String, Object>> messages = ChatMessages.templateMessages(req.getMessages(), images);
-        ChatTurn turn = turns.prepare(served, new ChatTurnRequest(tools, schemas, ChatMessages.toolChoice(choice),
-                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req), images));
+        ChatTurnRequest turn = new ChatTurnRequest(tools, schemas, ChatMessages.toolChoice(choice),
+                choice == ToolChoice.Mode.FUNCTION ? req.getToolChoice().functionName() : null, format(req), images);
         ChatPromptRenderer.Request promptRequest = new ChatPromptRenderer.Request(messages, tools,
                 ChatMessages.documents(req.getDocuments()), !Boolean.FALSE.equals(req.getAddGenerationPrompt()),
                 Boolean.TRUE.equals(req.getContinueFinalMessage()), req.getChatTemplateKwargs(),
                 ChatMessages.requestTemplate(req.getChatTemplate(), config.allowRequestChatTemplate()));
         // a request's own template renders on a worker thread: however long it runs, the I/O thread stays free
-        return turns.start(turn, promptRequest, prompt -> sampling(req), n, "messages").flatMap(started -> generate(req, started));
+        return new ChatTurnSpec(turn, promptRequest, prompt -> sampling(req), n, "messages");
     }
 
     private static SamplingRequest.Builder sampling(CreateChatCompletionRequest req) {
