@@ -243,7 +243,7 @@ public final class ContinuousBatchingEngine implements GenerationEngine {
                 if (joining.isEmpty() && rows.stream().noneMatch(Sequence::done)) continue;
                 rows = kv.repack(rows, joining);
                 // what the batch holds now (zero once the last row has left)
-                listener.stepped(rows.size(), (long) rows.size() * kv.length(), (long) options.maxSequences() * spec.maxModelLen());
+                kvSteps.stepped(rows.size(), (long) rows.size() * kv.length());
             } catch (Throwable e) {
                 failAll(e, joining);
             }

@@ -40,13 +40,7 @@ final class CopyingKvSteps extends KvSteps {
         steps.incrementAndGet();
         kv.adopt(out, pass.totalLength());
         stepped(b, (long) b * pass.totalLength());
-        float[] logits = new float[out.vocabSize()];
-        for (int r = 0; r < b; r++) {
-            Sequence s = rows.get(r);
-            out.lastLogits(r, logits);
-            s.length++;
-            s.onLogits(logits);
-        }
+        takeLogits(out, rows, 0, b);
         decoded(b, forward, started);
         return rows;
     }

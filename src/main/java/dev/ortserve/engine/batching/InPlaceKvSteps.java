@@ -118,13 +118,7 @@ final class InPlaceKvSteps extends KvSteps {
                 try (DecoderRunner.Forward result = out) {
                     forward = System.nanoTime() - forwardStart;
                     steps.incrementAndGet();
-                    float[] logits = new float[result.vocabSize()];
-                    for (int r = from; r < to; r++) {
-                        Sequence s = rows.get(r);
-                        result.lastLogits(r - from, logits);
-                        s.length++;
-                        s.onLogits(logits);
-                    }
+                    takeLogits(result, rows, from, to);
                 }
                 return forward;
             }

@@ -109,6 +109,17 @@ abstract class KvSteps {
         listener.get().decoded(rows, forwardNanos, System.nanoTime() - started);
     }
 
+    /** Rows {@code from} to {@code to - 1} of the batch decoded in {@code out} (its rows 0, 1, ...): each takes its logits, one more token. */
+    static void takeLogits(DecoderRunner.Forward out, List<Sequence> rows, int from, int to) {
+        float[] logits = new float[out.vocabSize()];
+        for (int r = from; r < to; r++) {
+            Sequence s = rows.get(r);
+            out.lastLogits(r - from, logits);
+            s.length++;
+            s.onLogits(logits);
+        }
+    }
+
     /** The last position's logits of a prompt's final chunk: its first generated token. */
     static void promptDone(Sequence s, DecoderRunner.Forward out, int row) {
         if (s.length != s.prompt.length) return;

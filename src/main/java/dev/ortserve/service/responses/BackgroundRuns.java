@@ -134,15 +134,6 @@ public class BackgroundRuns {
         return mapper.createObjectNode().put("code", code).put("message", message);
     }
 
-    /** The type of the terminal event of a response that ended with {@code status} (a cancelled or failed one: response.failed, as runs store it). */
-    static String terminalType(String status) {
-        return switch (status) {
-            case "completed" -> "response.completed";
-            case "incomplete" -> "response.incomplete";
-            default -> "response.failed";
-        };
-    }
-
     /** A lifecycle event whose sequence number the store fills in ({@code -1} until then), as the store keeps events. */
     String terminalEvent(String type, JsonNode response) {
         ObjectNode e = mapper.createObjectNode().put("type", type).put("sequence_number", -1);
@@ -267,7 +258,7 @@ public class BackgroundRuns {
             c.done = true;
             List<StoredEvent> last = new ArrayList<>();
             if (stored != null) {
-                last.add(new StoredEvent(c.after + 1, terminalEvent(terminalType(stored.response().path("status").asText()), stored.response())
+                last.add(new StoredEvent(c.after + 1, terminalEvent(ResponseEvent.terminalType(stored.response().path("status").asText()), stored.response())
                         .replace("\"sequence_number\":-1", "\"sequence_number\":" + (c.after + 1))));
             }
             return last;

@@ -19,6 +19,15 @@ public record ResponseEvent(String type, String data) {
         return new ResponseEvent(m.group(1), data);
     }
 
+    /** The type of the terminal event of a response that ended with {@code status}: a cancelled or failed one ends with response.failed. */
+    public static String terminalType(String status) {
+        return switch (status) {
+            case "completed" -> "response.completed";
+            case "incomplete" -> "response.incomplete";
+            default -> "response.failed";
+        };
+    }
+
     /** The final lifecycle events: nothing follows them. */
     public boolean terminal() {
         return type.equals("response.completed") || type.equals("response.incomplete") || type.equals("response.failed");

@@ -259,7 +259,7 @@ public final class ResponseRun implements BackgroundRun {
             }
             ObjectNode response = finished(g);
             finalResponse = response;
-            String done = response.path("status").asText().equals("incomplete") ? "response.incomplete" : "response.completed";
+            String done = ResponseEvent.terminalType(response.path("status").asText());
             return Multi.createFrom().uni(persist(response).map(v -> concat(before, st.event(done, lifecycle(response))))
                     .onFailure().recoverWithItem(f -> {
                         Throwable api = StoreFailures.of(f);
