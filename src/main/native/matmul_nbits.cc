@@ -22,44 +22,22 @@ namespace {
 // output columns per parallel task
 constexpr int64_t kColumnsPerTask = 16;
 
-// a row's 32-value blocks to int8: scale = largest magnitude / 127, values rounded to nearest (even); for 4-bit weights in
-// the nibbles' order (qmatmul.h)
-void quantize_row(const float* x, int64_t k, int blocks, int bits, int8_t* q, float* scale, float* corr) {
-  for (int b = 0; b < blocks; b++) {
-    float v[ortserve::kQBlock];
-    float amax = 0.0f;
-    for (int j = 0; j < ortserve::kQBlock; j++) {
-      int64_t at = static_cast<int64_t>(b) * ortserve::kQBlock + j;
-      v[j] = at < k ? x[at] : 0.0f;
-      amax = std::max(amax, std::fabs(v[j]));
-    }
-    const float d = amax / 127.0f;
-    const float id = d > 0.0f ? 1.0f / d : 0.0f;
-    int sum = 0;
-    int8_t* out = q + static_cast<size_t>(b) * ortserve::kQBlock;
-    for (int j = 0; j < ortserve::kQBlock; j++) {
-      int qi = static_cast<int>(std::nearbyint(v[j] * id));
-      qi = std::min(127, std::max(-127, qi));
-      sum += qi;
-      if (bits == 4) q[ortserve::nibble_order(b, j, blocks)] = static_cast<int8_t>(qi);
-      else out[j] = static_cast<int8_t>(qi);
-    }
-    scale[b] = d;
-    corr[b] = bits == 4 ? 8.0f * d * static_cast<float>(sum) : 0.0f;
-  }
-}
+struct Kernels {
+  ortserve::QMatFn mul;
+  ortserve::QuantizeFn quantize;
+  bool octets;  // the kernel takes 4-bit rows in the octet layout (qmatmul.h)
+};
 
-// the widest kernel the CPU runs, at most `at_most` (the test-only attribute: "vnni", "avx2", "portable"; empty: any)
-ortserve::QMatFn qmat_for(const std::string& at_most) {
+// the widest kernel the CPU runs, at most `at_most` (the test-only attribute: "vnni", "avx2", "portable"; empty: any),
+// with its quantizer: the vector kernels quantize with AVX2, the portable one in plain C++ (the same bytes either way)
+Kernels kernels_for(const std::string& at_most) {
 #if defined(__x86_64__)
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   static const bool vnni = avx2 && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-  if (at_most.empty() && vnni) return &ortserve::qmat_vnni;
-  if ((at_most.empty() || at_most == "vnni" || at_most == "avx2") && avx2) {
-    return at_most == "vnni" && vnni ? &ortserve::qmat_vnni : &ortserve::qmat_avx2;
-  }
+  if ((at_most.empty() || at_most == "vnni") && vnni) return {&ortserve::qmat_vnni, &ortserve::quantize_avx2, true};
+  if ((at_most.empty() || at_most == "vnni" || at_most == "avx2") && avx2) return {&ortserve::qmat_avx2, &ortserve::quantize_avx2, false};
 #endif
-  return &ortserve::qmat_portable;
+  return {&ortserve::qmat_portable, &ortserve::quantize_portable, false};
 }
 
 struct Job {
@@ -129,32 +107,27 @@ struct Kernel {
     thread_local std::vector<int8_t> q;
     thread_local std::vector<float> scales;
     thread_local std::vector<float> spread;
+    thread_local std::vector<int32_t> zero;
     q.resize(static_cast<size_t>(rows) * blocks * ortserve::kQBlock);
     scales.resize(static_cast<size_t>(rows) * blocks * 2);
     const size_t spread_row = static_cast<size_t>(bits == 4 ? blocks / 2 : blocks) * 8;
     spread.resize(static_cast<size_t>(rows) * spread_row);
+    zero.resize(static_cast<size_t>(rows) * blocks);
     const float* x = a.GetTensorData<float>();
+    const Kernels use = kernels_for(kernel);
     for (int64_t r = 0; r < rows; r++) {
-      quantize_row(x + r * k, k, blocks, static_cast<int>(bits), q.data() + static_cast<size_t>(r) * blocks * ortserve::kQBlock,
-                   scales.data() + static_cast<size_t>(r) * blocks, scales.data() + static_cast<size_t>(rows + r) * blocks);
-      const float* d = scales.data() + static_cast<size_t>(r) * blocks;
-      float* out = spread.data() + static_cast<size_t>(r) * spread_row;
-      if (bits == 4) {
-        for (int p = 0; p < blocks / 2; p++)
-          for (int i = 0; i < 8; i++) out[p * 8 + i] = d[2 * p + i / 4];
-      } else {
-        for (int b = 0; b < blocks; b++)
-          for (int i = 0; i < 8; i++) out[b * 8 + i] = d[b];
-      }
+      use.quantize({x + r * k, k, blocks, static_cast<int>(bits), q.data() + static_cast<size_t>(r) * blocks * ortserve::kQBlock,
+                    scales.data() + static_cast<size_t>(r) * blocks, scales.data() + static_cast<size_t>(rows + r) * blocks,
+                    spread.data() + static_cast<size_t>(r) * spread_row, zero.data() + static_cast<size_t>(r) * blocks, use.octets});
     }
     Job job{};
-    job.fn = qmat_for(kernel);
+    job.fn = use.mul;
     job.args.w = ctx.GetInput(1).GetTensorData<uint8_t>();
     job.args.scales = ctx.GetInput(2).GetTensorData<float>();
     job.args.bits = static_cast<int>(bits);
     job.args.blocks = blocks;
     job.args.rows = static_cast<int>(rows);
-    job.args.x = {q.data(), scales.data(), scales.data() + static_cast<size_t>(rows) * blocks, spread.data()};
+    job.args.x = {q.data(), scales.data(), scales.data() + static_cast<size_t>(rows) * blocks, spread.data(), zero.data()};
     job.args.y = y.GetTensorMutableData<float>();
     job.args.n_total = n;
     const size_t tasks = static_cast<size_t>((n + kColumnsPerTask - 1) / kColumnsPerTask);
@@ -184,6 +157,37 @@ struct Op : Ort::CustomOpBase<Op, Kernel, true> {
 };
 
 }  // namespace
+
+void ortserve::quantize_portable(const QuantizeArgs& a) {
+  for (int b = 0; b < a.blocks; b++) {
+    float v[kQBlock];
+    float amax = 0.0f;
+    for (int j = 0; j < kQBlock; j++) {
+      int64_t at = static_cast<int64_t>(b) * kQBlock + j;
+      v[j] = at < a.k ? a.x[at] : 0.0f;
+      amax = std::max(amax, std::fabs(v[j]));
+    }
+    const float d = amax / 127.0f;
+    const float id = d > 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < kQBlock; j++) {
+      int qi = static_cast<int>(std::nearbyint(v[j] * id));
+      qi = std::min(127, std::max(-127, qi));
+      sum += qi;
+      a.q[a.bits == 4 ? nibble_order(b, j, a.blocks) : b * kQBlock + j] = static_cast<int8_t>(qi);
+    }
+    a.scale[b] = d;
+    a.corr[b] = a.bits == 4 ? 8.0f * d * static_cast<float>(sum) : 0.0f;
+  }
+  // the scales spread as the vector kernels multiply them (qmatmul.h)
+  if (a.bits == 4) {
+    for (int p = 0; p < a.blocks / 2; p++)
+      for (int i = 0; i < 8; i++) a.spread[p * 8 + i] = a.scale[2 * p + i / 4];
+  } else {
+    for (int b = 0; b < a.blocks; b++)
+      for (int i = 0; i < 8; i++) a.spread[b * 8 + i] = a.scale[b];
+  }
+}
 
 void ortserve::qmat_portable(const QMatArgs& a) {
   const int blob = kQBlock * a.bits / 8;

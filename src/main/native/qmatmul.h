@@ -13,16 +13,27 @@ namespace ortserve {
 
 constexpr int kQBlock = 32;
 
+// the block (of a group of 8) in each 32-bit lane of the octet layout: what two rounds of in-lane unpacking of the
+// weights' words give (qmatmul_simd.inc)
+constexpr int kOctetLanes[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
 // a step's rows quantized: per row and block, 32 int8 values and their scale; corr = zero point x scale x sum of the
 // values, the term the weights' zero point contributes. For 4-bit weights the values are in the order of the bytes'
 // nibbles (low: even positions, high: odd ones), two blocks a time: blocks 2p and 2p+1 are the 64 bytes
 // [evens of 2p, evens of 2p+1, odds of 2p, odds of 2p+1]; an odd last block alone is [its evens, its odds].
+// The VNNI kernel takes whole groups of 8 blocks in the octet layout instead (the blocks after them in pairs as above):
+// the group's 256 bytes are, for each 4-byte word j of a block's 16 weight bytes (j = 0..3), 32 bytes of that word's
+// low-nibble values (positions 8j, 8j+2, 8j+4, 8j+6) of the 8 blocks, then 32 of its high-nibble values (8j+1, ..., 8j+7),
+// each 32 in the lane order kOctetLanes, so that each 32-bit lane of the kernel's sums holds one block.
 struct QuantizedRows {
   const int8_t* q;     // [rows][blocks][32]
   const float* scale;  // [rows][blocks]
   const float* corr;   // [rows][blocks]
   const float* spread; // [rows][blocks / 2][8]: 4-bit, each pair's scales as the AVX2 kernel multiplies them (4 x the
-                       // first, 4 x the second); 8-bit: [rows][blocks][8], each block's scale 8 times
+                       // first, 4 x the second), a pair b at b x 4; in the octet layout a group's 8 scales in lane
+                       // order at its first block b; 8-bit: [rows][blocks][8], each block's scale 8 times
+  const int32_t* zero; // [rows][blocks]: the octet layout's blocks, in lane order: -8 x the sum of the block's values,
+                       // where the VNNI kernel's integer sums start (the zero point's term; corr is not read for them)
 };
 
 struct QMatArgs {
@@ -39,11 +50,32 @@ struct QMatArgs {
 
 using QMatFn = void (*)(const QMatArgs&);
 
+// a row of K floats to QuantizedRows' layout: its q ([blocks][32], in the nibbles' order for 4-bit), scale, corr and
+// spread entries. Every quantizer gives the same bytes and floats: scale = amax / 127 in float, each value x * (1 /
+// scale) rounded to nearest even and held to -127..127, the blocks' values past K zero.
+struct QuantizeArgs {
+  const float* x;
+  int64_t k;
+  int blocks;
+  int bits;
+  int8_t* q;
+  float* scale;
+  float* corr;
+  float* spread;
+  int32_t* zero;
+  bool octets;  // 4-bit: the whole groups of 8 blocks in the octet layout (the VNNI kernel's), else pairs
+};
+
+using QuantizeFn = void (*)(const QuantizeArgs&);
+
 // where position j of block b (of `blocks`) of a row's 4-bit-ordered values is, from the row's start
 inline int nibble_order(int b, int j, int blocks) {
   if (b == blocks - 1 && blocks % 2 == 1) return b * kQBlock + (j % 2 == 0 ? j / 2 : 16 + j / 2);
   return (b - b % 2) * kQBlock + (j % 2 == 0 ? 0 : 32) + (b % 2) * 16 + j / 2;
 }
+
+void quantize_portable(const QuantizeArgs& a);
+void quantize_avx2(const QuantizeArgs& a);  // needs AVX2 (qquant_avx2.cc)
 
 void qmat_portable(const QMatArgs& a);
 void qmat_avx2(const QMatArgs& a);  // needs AVX2 and FMA

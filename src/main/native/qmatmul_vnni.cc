@@ -1,9 +1,12 @@
 // The block-quantized matrix product for AVX-512 VNNI on 256-bit registers (AVX512_VNNI + AVX512VL; qmatmul_simd.inc):
 // `vpdpbusd` multiplies unsigned by signed bytes and adds each four adjacent products into a 32-bit lane in one
-// instruction, where AVX2 needs three (vpmaddubsw, vpaddw, vpmaddwd). A step of a few rows is bound by reading the
-// weights; from four rows on, by these instructions, which is where onnxruntime's own VNNI kernel led the AVX2 one
-// (0.77x at 4 rows, 0.54x at 16 on a Zen 4 host, docs/benchmarks.md). Compiled with -mavx2 -mfma -mavx512vnni
-// -mavx512vl (build.sh); called only where the CPU has them (matmul_nbits.cc checks at load).
+// instruction, where AVX2 needs three (vpmaddubsw, vpaddw, vpmaddwd). 4-bit weights go eight blocks a time in the octet
+// layout (qmatmul.h): the weights' 4-byte words unpacked so that each lane of the sums holds one block, the sums start at
+// the zero point's term, and one conversion, one scale product and one multiply-add serve eight blocks where the pair
+// layout needs four of each; tiles of up to 8 rows. Against onnxruntime 1.29's own VNNI kernel on a Zen 4 host
+// (QuantizedMatMulBench, docs/benchmarks.md) this took 4 rows from 0.80x to 1.1-1.3x and 16 rows from 0.54x to ~0.95x.
+// Compiled with -mavx2 -mfma -mavx512vnni -mavx512vl (build.sh); called only where the CPU has them (matmul_nbits.cc
+// checks at load).
 #include <immintrin.h>
 
 namespace {
@@ -18,5 +21,6 @@ inline __m256i one_dot(__m256i u, __m256i s) {
 
 }  // namespace
 
+#define QMAT_OCTETS
 #define QMAT_ENTRY qmat_vnni
 #include "qmatmul_simd.inc"

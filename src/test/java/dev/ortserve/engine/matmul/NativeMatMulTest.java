@@ -18,8 +18,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The native library's {@code dev.ortserve.MatMulNBits} against onnxruntime's com.microsoft.MatMulNBits (CPU,
  * accuracy_level 4 as the rewriter writes it) and against the exact product of x with the dequantized weights, one node
- * each on the same random weights (4- and 8-bit, blocks of 32, K a multiple of 32 or not), steps of 1 to 16 rows (the
- * kernels' tiles of 4 and the rest), each kernel (the widest this CPU runs, AVX-512 VNNI where the CPU has it, else
+ * each on the same random weights (4- and 8-bit, blocks of 32, K a multiple of 32 or not; for VNNI's 4-bit octets,
+ * whole groups of 8 blocks with and without blocks after them), steps of 1 to 16 rows (the kernels' tiles of 8 and 4 and
+ * the rest), each kernel (the widest this CPU runs, AVX-512 VNNI where the CPU has it, else
  * AVX2 again, AVX2, portable C++).
  * <p>
  * The bound: the op quantizes each block of 32 values of x to int8 (d = the block's largest magnitude / 127, values
@@ -43,6 +44,8 @@ class NativeMatMulTest {
 
     @ParameterizedTest(name = "{0}-bit, K {1}, N {2}, {3} rows")
     @CsvSource({"4, 64, 40, 1", "4, 1024, 96, 1", "4, 1024, 96, 5", "4, 80, 24, 3", "4, 256, 33, 16",
+            // VNNI's octets of blocks followed by a pair and a lone block (352), and by a partial block (272); 8-row tiles
+            "4, 352, 40, 9", "4, 272, 24, 8", "8, 352, 40, 9",
             "8, 64, 40, 1", "8, 1024, 96, 1", "8, 1024, 96, 5", "8, 80, 24, 3", "8, 256, 33, 16"})
     void withinTheActivationRoundingOfTheExactProduct(int bits, int k, int n, int rows) throws Exception {
         QuantizedMatMul.Weights w = QuantizedMatMul.Weights.random(k, n, bits, 7L * k + n + bits);
@@ -73,7 +76,7 @@ class NativeMatMulTest {
     @ParameterizedTest(name = "{0}-bit")
     @CsvSource({"4", "8"})
     void aRowsOutputDoesNotDependOnTheOtherRows(int bits) throws Exception {
-        int k = 512, n = 70, rows = 7;
+        int k = 512, n = 70, rows = 11; // a tile of 8 rows (VNNI's 4-bit) or two of 4, then 3
         QuantizedMatMul.Weights w = QuantizedMatMul.Weights.random(k, n, bits, 3);
         float[] x = gaussian(rows * k, 5);
         for (String kernel : KERNELS) {
