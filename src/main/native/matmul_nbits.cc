@@ -25,7 +25,7 @@ constexpr int64_t kColumnsPerTask = 16;
 struct Kernels {
   ortserve::QMatFn mul;
   ortserve::QuantizeFn quantize;
-  bool octets;  // the kernel takes 4-bit rows in the octet layout (qmatmul.h)
+  bool octets;  // the kernel takes rows in the octet layout (qmatmul.h)
 };
 
 // the widest kernel the CPU runs, at most `at_most` (the test-only attribute: "vnni", "avx2", "portable"; empty: any),

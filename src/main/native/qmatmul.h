@@ -25,6 +25,10 @@ constexpr int kOctetLanes[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 // the group's 256 bytes are, for each 4-byte word j of a block's 16 weight bytes (j = 0..3), 32 bytes of that word's
 // low-nibble values (positions 8j, 8j+2, 8j+4, 8j+6) of the 8 blocks, then 32 of its high-nibble values (8j+1, ..., 8j+7),
 // each 32 in the lane order kOctetLanes, so that each 32-bit lane of the kernel's sums holds one block.
+// 8-bit weights in octets: the group's 256 bytes are two halves of 128 (blocks 0-3 of the group, then 4-7), each four
+// registers j of 32 bytes whose lanes 0-3 hold word j (positions 4j..4j+3) of blocks 0-3 and lanes 4-7 word j + 4 of
+// the same blocks: what one round of in-lane unpacking of the blocks' words gives; each block's sum is two lanes (put
+// together by the kernel).
 struct QuantizedRows {
   const int8_t* q;     // [rows][blocks][32]
   const float* scale;  // [rows][blocks]
@@ -32,8 +36,9 @@ struct QuantizedRows {
   const float* spread; // [rows][blocks / 2][8]: 4-bit, each pair's scales as the AVX2 kernel multiplies them (4 x the
                        // first, 4 x the second), a pair b at b x 4; in the octet layout a group's 8 scales in lane
                        // order at its first block b; 8-bit: [rows][blocks][8], each block's scale 8 times
-  const int32_t* zero; // [rows][blocks]: the octet layout's blocks, in lane order: -8 x the sum of the block's values,
-                       // where the VNNI kernel's integer sums start (the zero point's term; corr is not read for them)
+  const int32_t* zero; // [rows][blocks]: the octet layout's blocks: 4-bit, -8 x the sum of the block's values, in lane
+                       // order; 8-bit, -128 x it, in block order: the zero point's term, added to the VNNI kernel's
+                       // integer sums (corr is not read for these blocks)
 };
 
 struct QMatArgs {

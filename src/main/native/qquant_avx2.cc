@@ -44,7 +44,7 @@ inline float block(const float* x, __m256i* out, int* sum) {
 
 void ortserve::quantize_avx2(const QuantizeArgs& a) {
   const int whole = static_cast<int>(a.k / kQBlock);
-  const int octets = a.bits == 4 && a.octets ? a.blocks / 8 * 8 : 0;
+  const int octets = a.octets ? a.blocks / 8 * 8 : 0;
   // within each 128-bit lane: the even positions, then the odd ones
   const __m256i split = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
                                          0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
@@ -85,6 +85,19 @@ void ortserve::quantize_avx2(const QuantizeArgs& a) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(at + (alone ? 16 : 32)), _mm256_extracti128_si256(eo, 1));
     } else {
       a.corr[b] = 0.0f;
+      if (b < octets) {
+        // the 8-bit octet layout (qmatmul.h): the block's words 0-3 and 4-7 into its lane of the 4 registers of its half
+        alignas(32) int32_t words[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(words), q);
+        const int g = b - b % 8, half = (b % 8) / 4, lane = b % 4;
+        int8_t* group = a.q + static_cast<size_t>(g) * kQBlock + half * 128;
+        for (int j = 0; j < 4; j++) {
+          std::memcpy(group + j * 32 + lane * 4, &words[j], 4);
+          std::memcpy(group + j * 32 + (lane + 4) * 4, &words[4 + j], 4);
+        }
+        a.zero[b] = -128 * sum;
+        continue;
+      }
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.q + static_cast<size_t>(b) * kQBlock), q);
     }
   }
