@@ -12,11 +12,12 @@ import java.util.Set;
  * writes it) becomes {@code dev.ortserve.MatMulNBits}, the op of ortserve's native library (src/main/native/matmul_nbits.cc,
  * registered on the engine's sessions): the same inputs and attributes, x quantized per block of 32 exactly as
  * onnxruntime's int8-activation path quantizes it (so outputs differ by float rounding alone, NativeMatMulTest), integer
- * dot products over the same bytes, each weight block read once for up to four rows. Why: on the 2-core AVX2 host,
+ * dot products over the same bytes, each weight block read once for a tile of rows. Why: on the 2-core AVX2 host,
  * int8 weights 1.08-1.18x onnxruntime 1.29's prepacked kernel for steps of 1-16 rows and 1.11x for a 64-row prompt
  * chunk; int4 even (0.95-1.03x); and the weights are no longer held twice while onnxruntime prepacks them
- * (docs/benchmarks.md, "Quantized MatMul, native"). Where onnxruntime runs a wider kernel of its own (AVX-512 VNNI) it
- * leads from four rows on, so the server's default asks for this rewrite only where {@link #fasterOn} says so.
+ * (docs/benchmarks.md, "Quantized MatMul, native"); with AVX-512 VNNI, the native VNNI kernel leads onnxruntime's at one
+ * to four streams. Where onnxruntime runs a wider kernel than the library has, the server's default keeps it: the
+ * rewrite is asked for where {@link #fasterOn} says so.
  * <p>
  * Only what the library computes is moved: float32 activations (float32 scales), 4 or 8 bits in blocks of 32, the
  * default zero point (no zero_points, g_idx or bias input), accuracy_level 4 (a node that asks for float activations
@@ -32,14 +33,19 @@ final class NativeMatMul {
     }
 
     /**
-     * Whether the native op is the faster choice on this CPU, by default: where onnxruntime's own MatMulNBits runs its AVX2
-     * kernel (x86-64 with AVX2 and FMA, no AVX-512 and no AVX-VNNI). There the native op measured 1.01-1.21x in the engine
-     * and prompts even; on a CPU with AVX-512 VNNI, onnxruntime 1.29 runs a VNNI kernel that leads the native one from four
-     * rows on (0.93x at 4 streams, prompts 0.65x, even with the native op's own VNNI kernel) while one stream gains 1.14x:
-     * not a default. {@code cpuFlags}: the "flags" of /proc/cpuinfo.
+     * Whether the native op is the faster choice on this CPU, by default: where its kernel is as wide as onnxruntime's.
+     * On x86-64 with AVX2 and FMA but no AVX-512 and no AVX-VNNI both run AVX2 kernels, and the native op measured
+     * 1.01-1.21x in the engine, prompts even. With AVX-512 VNNI (and VL) both run VNNI kernels: since the native one
+     * takes eight blocks a time (qmatmul_vnni.cc), the engine at real size measured int4 1.12-1.32x at one stream and
+     * 1.03-1.09x at four, 0.96x at sixteen, int8 1.14x / 1.27x, prompts 0.77-0.98x, and no prepacked second copy of the
+     * weights (docs/benchmarks.md, "Quantized MatMul, native"). Elsewhere onnxruntime's is the wider kernel (AVX-512
+     * without VNNI, or AVX-VNNI without AVX-512: the native library has AVX2 there) or the native library would run its
+     * portable one. {@code cpuFlags}: the "flags" of /proc/cpuinfo.
      */
     static boolean fasterOn(Set<String> cpuFlags) {
-        return cpuFlags.contains("avx2") && cpuFlags.contains("fma") && !cpuFlags.contains("avx512f") && !cpuFlags.contains("avx_vnni");
+        if (!cpuFlags.contains("avx2") || !cpuFlags.contains("fma")) return false;
+        if (cpuFlags.contains("avx512_vnni") && cpuFlags.contains("avx512vl")) return true;
+        return !cpuFlags.contains("avx512f") && !cpuFlags.contains("avx_vnni");
     }
 
     /** This machine's CPU flags (Linux: /proc/cpuinfo's first "flags" line; none elsewhere). */
