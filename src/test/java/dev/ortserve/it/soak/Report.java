@@ -97,6 +97,7 @@ final class Report {
                 + "(models-max-loaded 2, keep_alive 10-30 s), all-minilm-l6-v2 embeddings; store TTL %d min. Host: %d CPUs.%n%n",
                 soak.options.realSize() ? "qwen3 (Qwen3-0.6B's shape, random weights, int4)" : "demo", soak.options.phase().toSeconds(),
                 soak.options.storeTtl().toMinutes(), Runtime.getRuntime().availableProcessors()));
+        if (!soak.options.env().isEmpty()) out.append("Both replicas (the setting under test in this run): ").append(soak.options.env()).append(".\n\n");
         if (!soak.options.envA().isEmpty()) out.append("Replica a only (the experiment of this run): ").append(soak.options.envA()).append(".\n\n");
         out.append("Faults: ");
         synchronized (soak.faultTimes) {

@@ -56,7 +56,7 @@ public final class Soak {
 
     /** What to run: its length, clients, whether the rotating model is the real-size one (int4), and where results go. */
     public record Options(Duration length, int clients, boolean realSize, Path results, long seed, Duration sampleEvery,
-                          Duration phase, Duration storeTtl, Map<String, String> envA) {
+                          Duration phase, Duration storeTtl, Map<String, String> env, Map<String, String> envA) {
         public static Options fromSystemProperties(Path results) {
             double minutes = Double.parseDouble(System.getProperty("soak.minutes", "2.5"));
             boolean realSize = Boolean.parseBoolean(System.getProperty("soak.real-size", "false"));
@@ -66,16 +66,16 @@ public final class Soak {
             long phase = Long.getLong("soak.phase-seconds", minutes >= 20 ? 240 : Math.max(20, (long) (minutes * 60 / 5)));
             return new Options(length, Integer.getInteger("soak.clients", 8), realSize, results, Long.getLong("soak.seed", 51),
                     Duration.ofSeconds(sample), Duration.ofSeconds(phase), Duration.ofMinutes(minutes >= 20 ? 15 : 30),
-                    environment(System.getProperty("soak.env-a", "")));
+                    environment("soak.env", System.getProperty("soak.env", "")), environment("soak.env-a", System.getProperty("soak.env-a", "")));
         }
 
-        /** {@code K=V;K=V}: the environment replica a gets on top of both replicas' own. */
-        static Map<String, String> environment(String spec) {
+        /** {@code K=V;K=V}: the environment both replicas get on top of their own (soak.env), and replica a on top of that (soak.env-a). */
+        static Map<String, String> environment(String property, String spec) {
             Map<String, String> out = new java.util.TreeMap<>();
             for (String pair : spec.split(";")) {
                 if (pair.isBlank()) continue;
                 int eq = pair.indexOf('=');
-                if (eq <= 0) throw new IllegalArgumentException("soak.env-a: expected K=V, got '" + pair + "'");
+                if (eq <= 0) throw new IllegalArgumentException(property + ": expected K=V, got '" + pair + "'");
                 out.put(pair.substring(0, eq).trim(), pair.substring(eq + 1).trim());
             }
             return out;
@@ -177,6 +177,8 @@ public final class Soak {
         // failed engine steps with OutOfMemoryError (500s, the 2026-12-03 real-size short run)
         env.put("JAVA_TOOL_OPTIONS", "-XX:NativeMemoryTracking=summary -XX:MaxDirectMemorySize=8g");
         env.put("MALLOC_MMAP_THRESHOLD_", "65536");
+        // a setting under test on both replicas (-Dsoak.env=MALLOC_ARENA_MAX=2)
+        env.putAll(options.env());
         Soak soak = new Soak(options, redis, env, rotatingA);
         // an experiment on one replica against the other in the same run (-Dsoak.env-a=MALLOC_ARENA_MAX=2;K=V)
         Map<String, String> envA = new java.util.HashMap<>(env);
