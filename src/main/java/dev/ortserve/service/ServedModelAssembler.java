@@ -208,8 +208,8 @@ final class ServedModelAssembler {
             case "false" -> false;
             case "auto" -> {
                 boolean faster = RewriteOptions.nativeMatMulFasterHere();
-                LOG.infof("ORTSERVE_ENGINE_NATIVE_MATMUL=auto: %s", faster ? "the native quantized MatMul (its AVX2 or AVX-512 VNNI kernel is as wide as onnxruntime's here)"
-                        : "onnxruntime's MatMulNBits (this CPU has AVX-512 without VNNI or AVX-VNNI without AVX-512, or no AVX2: onnxruntime's kernel is the wider one here)");
+                LOG.infof("ORTSERVE_ENGINE_NATIVE_MATMUL=auto: %s", faster ? "the native quantized MatMul (onnxruntime's MatMulNBits runs its AVX2 kernel here)"
+                        : "onnxruntime's MatMulNBits (this CPU has AVX-512 or AVX-VNNI, or no AVX2: onnxruntime's kernel is the default here)");
                 yield faster;
             }
             default -> throw new ModelLoadException("ORTSERVE_ENGINE_NATIVE_MATMUL: auto, true or false, not '" + setting + "'");

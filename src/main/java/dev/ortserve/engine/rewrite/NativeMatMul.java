@@ -33,19 +33,16 @@ final class NativeMatMul {
     }
 
     /**
-     * Whether the native op is the faster choice on this CPU, by default: where its kernel is as wide as onnxruntime's.
-     * On x86-64 with AVX2 and FMA but no AVX-512 and no AVX-VNNI both run AVX2 kernels, and the native op measured
-     * 1.01-1.21x in the engine, prompts even. With AVX-512 VNNI (and VL) both run VNNI kernels: since the native one
-     * takes eight blocks a time (qmatmul_vnni.cc), the engine at real size measured int4 1.12-1.32x at one stream and
-     * 1.03-1.09x at four, 0.96x at sixteen, int8 1.14x / 1.27x, prompts 0.77-0.98x, and no prepacked second copy of the
-     * weights (docs/benchmarks.md, "Quantized MatMul, native"). Elsewhere onnxruntime's is the wider kernel (AVX-512
-     * without VNNI, or AVX-VNNI without AVX-512: the native library has AVX2 there) or the native library would run its
-     * portable one. {@code cpuFlags}: the "flags" of /proc/cpuinfo.
+     * Whether the native op is the faster choice on this CPU, by default: where onnxruntime's own kernel is its AVX2 one
+     * (x86-64 with AVX2 and FMA, no AVX-512 and no AVX-VNNI): there it measured 1.01-1.21x in the engine, prompts even.
+     * With AVX-512 VNNI both run VNNI kernels; the native one (eight blocks a time) leads at one to four streams (int4
+     * 1.03-1.24x, int8 1.14-1.27x) but loses on large steps (0.73-0.85x from 16 rows: prompts, bursts), and the 60-minute
+     * soak with it served there saw two long requests of a burst run past the client's timeout, which three runs with
+     * onnxruntime's kernel never did (docs/benchmarks.md): not a default until large steps are even. {@code cpuFlags}:
+     * the "flags" of /proc/cpuinfo.
      */
     static boolean fasterOn(Set<String> cpuFlags) {
-        if (!cpuFlags.contains("avx2") || !cpuFlags.contains("fma")) return false;
-        if (cpuFlags.contains("avx512_vnni") && cpuFlags.contains("avx512vl")) return true;
-        return !cpuFlags.contains("avx512f") && !cpuFlags.contains("avx_vnni");
+        return cpuFlags.contains("avx2") && cpuFlags.contains("fma") && !cpuFlags.contains("avx512f") && !cpuFlags.contains("avx_vnni");
     }
 
     /** This machine's CPU flags (Linux: /proc/cpuinfo's first "flags" line; none elsewhere). */

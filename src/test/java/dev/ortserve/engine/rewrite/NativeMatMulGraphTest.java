@@ -73,12 +73,12 @@ class NativeMatMulGraphTest {
     }
 
     @Test
-    void byDefaultTheNativeOpServesWhereItsKernelIsAsWideAsOnnxruntimes() {
+    void byDefaultTheNativeOpServesWhereOnnxruntimesKernelIsItsAvx2One() {
         // the 2026-12-02 morning host (AVX2, FMA, F16C): the native op measured 1.01-1.21x there
         assertTrue(NativeMatMul.fasterOn(java.util.Set.of("sse4_2", "avx", "avx2", "fma", "f16c")));
-        // AVX-512 VNNI (the Zen 4 hosts; AVX-VNNI beside it): both run VNNI kernels, the native one measured 1.03-1.32x
-        // at one to four streams
-        assertTrue(NativeMatMul.fasterOn(java.util.Set.of("avx2", "fma", "avx512f", "avx512_vnni", "avx512vl", "avx_vnni")));
+        // AVX-512 VNNI (the Zen 4 hosts; AVX-VNNI beside it): the native VNNI kernel leads at one to four streams but
+        // loses on large steps (prompts, bursts: the 60-minute soak's burst timed out with it): onnxruntime's op
+        assertFalse(NativeMatMul.fasterOn(java.util.Set.of("avx2", "fma", "avx512f", "avx512_vnni", "avx512vl", "avx_vnni")));
         // AVX-512 without VNNI, or AVX-VNNI without AVX-512: onnxruntime's kernel is the wider one
         assertFalse(NativeMatMul.fasterOn(java.util.Set.of("avx2", "fma", "avx512f", "avx512vl")));
         assertFalse(NativeMatMul.fasterOn(java.util.Set.of("avx2", "fma", "avx_vnni")));
